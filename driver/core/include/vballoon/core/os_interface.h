@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The one narrow contract between the balloon core and the OS it runs in. It is implemented
+// twice: by the Linux module (driver/linux/) and by the simulator's guest (device-sim/guest/).
+// The core is a template over the OS type, so every call below is a direct call.
+//
+// Units: a "page" is a guest page of (1 << GuestTraits::page_shift) bytes and a PFN counts
+// guest pages. The wire unit (4 KiB) appears only inside the core's message builders.
+#ifndef VBALLOON_CORE_OS_INTERFACE_H
+#define VBALLOON_CORE_OS_INTERFACE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vballoon/spec/virtio_balloon.h"
+
+namespace vb {
+
+// Contiguous guest pages.
+struct PageRun {
+	uint64_t first_pfn;
+	uint64_t count;
+};
+
+// A guest-physical buffer handed to a virtqueue.
+struct Segment {
+	uint64_t phys_addr;
+	uint32_t len;
+};
+
+enum class QueueKind : uint8_t {
+	kInflate = VB_QUEUE_INFLATE,
+	kDeflate = VB_QUEUE_DEFLATE,
+	kStats = VB_QUEUE_STATS,
+	kFreePage = VB_QUEUE_FREE_PAGE,
+	kReporting = VB_QUEUE_REPORTING,
+};
+
+enum class LogLevel : uint8_t { kError, kWarning, kInfo, kDebug };
+
+// What the OS knows about its memory right now, indexed by stats tag. `present_mask` has
+// bit `tag` set for every tag this OS can report at all; it must not change while the
+// driver is bound (the statsq must carry the same subset of tags every time).
+struct MemoryStats {
+	uint64_t value[VB_S_NR];
+	uint32_t present_mask;
+};
+
+// Facts about the guest that shape negotiation and the page paths.
+struct GuestTraits {
+	unsigned page_shift = 12;
+	// Freed pages must hold a pattern (init_on_free or page poisoning): deflated pages then
+	// need the device's promise (PAGE_POISON) or the guest's own initialisation.
+	bool freed_pages_need_pattern = false;
+	uint32_t free_page_pattern = 0;
+	// Largest block order the OS allocator hands out (MAX_ORDER - 1 in Linux 6.1).
+	unsigned max_alloc_order = 10;
+};
+
+// Spelled without <concepts>, which a freestanding kernel build does not have.
+template <class T, class U> concept same_type = __is_same(T, U);
+
+// The contract, checked at compile time where the core is instantiated.
+//
+// Pages
+//   alloc_pages_no_pressure(order, &pfn): a naturally aligned block of 2^order free pages,
+//     taken without reclaim, retries, warnings or emergency reserves; false when none is
+//     free. The block's pages belong to the caller afterwards.
+//   free_page_run(run): give pages back to the guest allocator.
+//   balloon_list_insert(run): the pages now belong to the balloon (in Linux: balloon
+//     compaction's list, so they stay movable).
+//   balloon_list_take(runs, max_pages): take up to max_pages pages off the balloon list,
+//     most recently inserted first, written as coalesced runs into runs[0..]; `runs` has
+//     room for max_pages entries. Returns the number of runs.
+//   adjust_managed_pages(delta): add delta pages to what the guest counts as its memory.
+// Buffers and queues
+//   phys_addr(p): guest-physical address of a core buffer (the core lives in memory the
+//     device can read: kmalloc in Linux, guest RAM in the simulator).
+//   queue_add(kind, out, n_out, in, n_in, token): one descriptor chain; false when full.
+//   queue_kick(kind); queue_get_used(kind, &len) (nullptr when none);
+//   queue_wait_used(kind, &len): blocks until the device returns a buffer.
+//   queue_size(kind).
+// Config space: config_read32(offset), config_write32(offset, value).
+// Memory statistics: memory_stats(&stats).
+// Locking: lock(), unlock(), try_lock() for the balloon lock (a sleeping lock).
+// Logging: vlog(level, fmt, args) with printf formats common to printk and libc
+//   (%s %u %d %x %llu %llx).
+template <class Os>
+concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, PageRun run,
+			     PageRun* runs, const Segment* segments, uint32_t* len, MemoryStats* stats,
+			     va_list args) {
+	{ os.alloc_pages_no_pressure(0u, pfn_out) } -> same_type<bool>;
+	os.free_page_run(run);
+	os.balloon_list_insert(run);
+	{ os.balloon_list_take(runs, uint64_t{1}) } -> same_type<size_t>;
+	os.adjust_managed_pages(int64_t{0});
+	{ os.phys_addr(buffer) } -> same_type<uint64_t>;
+	{ os.queue_add(QueueKind::kInflate, segments, 1u, segments, 0u, nullptr) } -> same_type<bool>;
+	os.queue_kick(QueueKind::kInflate);
+	{ os.queue_get_used(QueueKind::kInflate, len) } -> same_type<void*>;
+	{ os.queue_wait_used(QueueKind::kInflate, len) } -> same_type<void*>;
+	{ os.queue_size(QueueKind::kInflate) } -> same_type<uint32_t>;
+	{ os.config_read32(0u) } -> same_type<uint32_t>;
+	os.config_write32(0u, 0u);
+	os.memory_stats(stats);
+	os.lock();
+	os.unlock();
+	{ os.try_lock() } -> same_type<bool>;
+	os.vlog(LogLevel::kInfo, "", args);
+};
+
+} // namespace vb
+
+#endif
