@@ -73,7 +73,10 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //   balloon_list_take(runs, max_pages): take up to max_pages pages off the balloon list,
 //     most recently inserted first, written as coalesced runs into runs[0..]; `runs` has
 //     room for max_pages entries. Returns the number of runs.
-//   adjust_managed_pages(delta): add delta pages to what the guest counts as its memory.
+//   balloon_list_replace(old_pfn, new_pfn): compaction moved a ballooned page; the new
+//     page takes the old one's place on the balloon list.
+//   adjust_managed_pages(run, add): add the run's pages to (or remove them from) what the
+//     guest counts as its memory; per run, because Linux accounts them per zone.
 // Buffers and queues
 //   phys_addr(p): guest-physical address of a core buffer (the core lives in memory the
 //     device can read: kmalloc in Linux, guest RAM in the simulator).
@@ -94,7 +97,8 @@ concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, Page
 	os.free_page_run(run);
 	os.balloon_list_insert(run);
 	{ os.balloon_list_take(runs, uint64_t{1}) } -> same_type<size_t>;
-	os.adjust_managed_pages(int64_t{0});
+	os.balloon_list_replace(uint64_t{0}, uint64_t{1});
+	os.adjust_managed_pages(run, true);
 	{ os.phys_addr(buffer) } -> same_type<uint64_t>;
 	{ os.queue_add(QueueKind::kInflate, segments, 1u, segments, 0u, nullptr) } -> same_type<bool>;
 	os.queue_kick(QueueKind::kInflate);

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "buddy_allocator.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace vbsim {
+
+namespace {
+
+// The largest order whose naturally aligned block starts at `pfn` and ends by `end`.
+unsigned largest_fitting_order(uint64_t pfn, uint64_t end, unsigned max_order)
+{
+	unsigned order = 0;
+
+	while (order < max_order && (pfn & ((2ull << order) - 1)) == 0 && pfn + (2ull << order) <= end)
+		order++;
+	return order;
+}
+
+} // namespace
+
+BuddyAllocator::BuddyAllocator(uint64_t first_pfn, uint64_t frame_count)
+	: first_pfn_(first_pfn), frame_count_(frame_count), frames_(frame_count)
+{
+	std::fill(std::begin(free_heads_), std::end(free_heads_), kNone);
+	counts_.managed = frame_count;
+	counts_.used = frame_count;
+	std::lock_guard lock(mutex_);
+	uint64_t end = first_pfn + frame_count;
+	for (uint64_t pfn = first_pfn; pfn < end;) {
+		unsigned order = largest_fitting_order(pfn, end, kMaxOrder);
+		free_block_locked(static_cast<uint32_t>(pfn - first_pfn), order);
+		pfn += 1ull << order;
+	}
+}
+
+void BuddyAllocator::push_free(uint32_t index, unsigned order)
+{
+	Frame& head = frames_[index];
+	head.block_head = true;
+	head.order = static_cast<uint8_t>(order);
+	head.prev = kNone;
+	head.next = free_heads_[order];
+	if (head.next != kNone)
+		frames_[head.next].prev = index;
+	free_heads_[order] = index;
+	free_block_count_[order]++;
+}
+
+void BuddyAllocator::unlink_free(uint32_t index, unsigned order)
+{
+	Frame& head = frames_[index];
+	if (head.prev != kNone)
+		frames_[head.prev].next = head.next;
+	else
+		free_heads_[order] = head.next;
+	if (head.next != kNone)
+		frames_[head.next].prev = head.prev;
+	head.next = head.prev = kNone;
+	head.block_head = false;
+	free_block_count_[order]--;
+}
+
+void BuddyAllocator::free_block_locked(uint32_t index, unsigned order)
+{
+	uint64_t pfn = first_pfn_ + index;
+	uint64_t size = 1ull << order;
+
+	for (uint64_t i = 0; i < size; i++)
+		frames_[index + i].state = FrameState::kFree;
+	counts_.used -= size;
+	counts_.free += size;
+
+	// Merge with the buddy for as long as it is a free block of the same order.
+	while (order < kMaxOrder) {
+		uint64_t buddy_pfn = pfn ^ (1ull << order);
+		if (buddy_pfn < first_pfn_ || buddy_pfn + (1ull << order) > first_pfn_ + frame_count_)
+			break;
+		uint32_t buddy = static_cast<uint32_t>(buddy_pfn - first_pfn_);
+		if (!frames_[buddy].block_head || frames_[buddy].order != order)
+			break;
+		unlink_free(buddy, order);
+		pfn = std::min(pfn, buddy_pfn);
+		order++;
+	}
+	push_free(static_cast<uint32_t>(pfn - first_pfn_), order);
+}
+
+std::optional<uint64_t> BuddyAllocator::allocate(unsigned order)
+{
+	if (order > kMaxOrder)
+		return std::nullopt;
+	std::lock_guard lock(mutex_);
+	unsigned found = order;
+	while (found <= kMaxOrder && free_heads_[found] == kNone)
+		found++;
+	if (found > kMaxOrder)
+		return std::nullopt;
+
+	uint32_t index = free_heads_[found];
+	unlink_free(index, found);
+	// Split: the upper halves go back to the free lists.
+	while (found > order) {
+		found--;
+		push_free(index + (1u << found), found);
+	}
+	uint64_t size = 1ull << order;
+	for (uint64_t i = 0; i < size; i++)
+		frames_[index + i].state = FrameState::kUsed;
+	counts_.free -= size;
+	counts_.used += size;
+	return first_pfn_ + index;
+}
+
+bool BuddyAllocator::run_in_state(uint64_t first_pfn, uint64_t count, FrameState expected) const
+{
+	if (count == 0 || first_pfn < first_pfn_ || first_pfn + count > first_pfn_ + frame_count_ ||
+	    first_pfn + count < first_pfn)
+		return false;
+	for (uint64_t i = 0; i < count; i++) {
+		if (frames_[first_pfn - first_pfn_ + i].state != expected)
+			return false;
+	}
+	return true;
+}
+
+void BuddyAllocator::set_state(uint64_t first_pfn, uint64_t count, FrameState state)
+{
+	for (uint64_t i = 0; i < count; i++)
+		frames_[first_pfn - first_pfn_ + i].state = state;
+}
+
+bool BuddyAllocator::free_run(uint64_t first_pfn, uint64_t count)
+{
+	std::lock_guard lock(mutex_);
+	if (!run_in_state(first_pfn, count, FrameState::kUsed))
+		return false;
+	uint64_t end = first_pfn + count;
+	for (uint64_t pfn = first_pfn; pfn < end;) {
+		unsigned order = largest_fitting_order(pfn, end, kMaxOrder);
+		free_block_locked(static_cast<uint32_t>(pfn - first_pfn_), order);
+		pfn += 1ull << order;
+	}
+	return true;
+}
+
+bool BuddyAllocator::move_to_balloon(uint64_t first_pfn, uint64_t count)
+{
+	std::lock_guard lock(mutex_);
+	if (!run_in_state(first_pfn, count, FrameState::kUsed))
+		return false;
+	set_state(first_pfn, count, FrameState::kBalloon);
+	counts_.used -= count;
+	counts_.balloon += count;
+	return true;
+}
+
+bool BuddyAllocator::move_from_balloon(uint64_t first_pfn, uint64_t count)
+{
+	std::lock_guard lock(mutex_);
+	if (!run_in_state(first_pfn, count, FrameState::kBalloon))
+		return false;
+	set_state(first_pfn, count, FrameState::kUsed);
+	counts_.balloon -= count;
+	counts_.used += count;
+	return true;
+}
+
+BuddyAllocator::FrameState BuddyAllocator::state(uint64_t pfn) const
+{
+	std::lock_guard lock(mutex_);
+	return frames_.at(pfn - first_pfn_).state;
+}
+
+BuddyAllocator::Counts BuddyAllocator::counts() const
+{
+	std::lock_guard lock(mutex_);
+	return counts_;
+}
+
+uint64_t BuddyAllocator::free_blocks(unsigned order) const
+{
+	std::lock_guard lock(mutex_);
+	return order <= kMaxOrder ? free_block_count_[order] : 0;
+}
+
+std::string BuddyAllocator::check_consistency() const
+{
+	std::lock_guard lock(mutex_);
+	std::ostringstream problems;
+	std::vector<bool> covered(frame_count_, false);
+	uint64_t free_frames = 0;
+
+	for (unsigned order = 0; order <= kMaxOrder; order++) {
+		uint64_t blocks = 0;
+		uint32_t prev = kNone;
+		for (uint32_t index = free_heads_[order]; index != kNone; index = frames_[index].next) {
+			const Frame& head = frames_[index];
+			uint64_t pfn = first_pfn_ + index;
+			if (!head.block_head || head.order != order || head.prev != prev)
+				problems << "bad free-list link at pfn " << pfn << " order " << order << "\n";
+			if (pfn & ((1ull << order) - 1))
+				problems << "misaligned free block at pfn " << pfn << " order " << order << "\n";
+			for (uint64_t i = 0; i < (1ull << order); i++) {
+				if (index + i >= frame_count_ || covered[index + i] ||
+				    frames_[index + i].state != FrameState::kFree) {
+					problems << "free block at pfn " << pfn << " overlaps or is not free\n";
+					break;
+				}
+				covered[index + i] = true;
+			}
+			free_frames += 1ull << order;
+			prev = index;
+			if (++blocks > frame_count_) {
+				problems << "free list of order " << order << " loops\n";
+				break;
+			}
+		}
+		if (blocks != free_block_count_[order])
+			problems << "order " << order << " counts " << free_block_count_[order]
+				 << " blocks, lists hold " << blocks << "\n";
+	}
+	uint64_t used = 0, balloon = 0, free_state = 0;
+	for (const Frame& frame : frames_) {
+		used += frame.state == FrameState::kUsed;
+		balloon += frame.state == FrameState::kBalloon;
+		free_state += frame.state == FrameState::kFree;
+	}
+	if (free_state != free_frames || free_frames != counts_.free)
+		problems << "free frames: " << free_state << " by state, " << free_frames << " in lists, "
+			 << counts_.free << " counted\n";
+	if (used != counts_.used || balloon != counts_.balloon)
+		problems << "used/balloon counted " << counts_.used << "/" << counts_.balloon << ", found "
+			 << used << "/" << balloon << "\n";
+	if (counts_.free + counts_.used + counts_.balloon != counts_.managed)
+		problems << "free + used + balloon != managed\n";
+	return problems.str();
+}
+
+} // namespace vbsim

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The simulated guest's page allocator: a binary buddy system over a range of guest page
+// frames, orders 0 to kMaxOrder, like Linux's. Its bookkeeping lives outside guest RAM
+// (as struct page does), so allocating and freeing never writes to the pages themselves:
+// a discarded page stays discarded until someone really touches it.
+//
+// Every frame is in exactly one of three states, and the counts always add up:
+//   free + used + balloon == managed
+#ifndef VBALLOON_SIM_GUEST_BUDDY_ALLOCATOR_H
+#define VBALLOON_SIM_GUEST_BUDDY_ALLOCATOR_H
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vbsim {
+
+class BuddyAllocator {
+public:
+	static constexpr unsigned kMaxOrder = 10; // 4 MiB blocks, as MAX_ORDER 11 in Linux 6.1
+
+	enum class FrameState : uint8_t { kFree, kUsed, kBalloon };
+
+	struct Counts {
+		uint64_t managed = 0;
+		uint64_t free = 0;
+		uint64_t used = 0;
+		uint64_t balloon = 0;
+	};
+
+	// Manages frames [first_pfn, first_pfn + frame_count); all start free.
+	BuddyAllocator(uint64_t first_pfn, uint64_t frame_count);
+
+	// A naturally aligned block of 2^order free frames, now used; nothing when none is free.
+	std::optional<uint64_t> allocate(unsigned order);
+	// Returns used frames to the free lists, merging buddies. Refuses (and changes
+	// nothing) when any frame of the run is not in the used state: a double free or a
+	// free of balloon pages is a driver bug the tests must see.
+	bool free_run(uint64_t first_pfn, uint64_t count);
+	// Moves used frames into (or out of) the balloon. Refuses on any frame in the wrong state.
+	bool move_to_balloon(uint64_t first_pfn, uint64_t count);
+	bool move_from_balloon(uint64_t first_pfn, uint64_t count);
+
+	FrameState state(uint64_t pfn) const;
+	Counts counts() const;
+	uint64_t free_blocks(unsigned order) const;
+	// Checks every invariant (lists vs states, counts, buddy alignment); empty when sound.
+	std::string check_consistency() const;
+
+	uint64_t first_pfn() const { return first_pfn_; }
+	uint64_t frame_count() const { return frame_count_; }
+
+private:
+	static constexpr uint32_t kNone = UINT32_MAX;
+
+	struct Frame {
+		uint32_t next = kNone; // free-list links, valid on the head frame of a free block
+		uint32_t prev = kNone;
+		uint8_t order = 0;     // order of the free block this frame heads
+		FrameState state = FrameState::kUsed;
+		bool block_head = false;
+	};
+
+	void push_free(uint32_t index, unsigned order);
+	void unlink_free(uint32_t index, unsigned order);
+	void free_block_locked(uint32_t index, unsigned order);
+	bool run_in_state(uint64_t first_pfn, uint64_t count, FrameState expected) const;
+	void set_state(uint64_t first_pfn, uint64_t count, FrameState state);
+
+	const uint64_t first_pfn_;
+	const uint64_t frame_count_;
+	mutable std::mutex mutex_;
+	std::vector<Frame> frames_;
+	uint32_t free_heads_[kMaxOrder + 1];
+	uint64_t free_block_count_[kMaxOrder + 1] = {};
+	Counts counts_;
+};
+
+} // namespace vbsim
+
+#endif

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Instantiates the whole core against an OS that is only declared, and is compiled with
+// kernel-like flags (no libstdc++, no libc headers): any dependency the core grows on a
+// hosted environment fails this build before it can fail the module's.
+#include "vballoon/core/balloon.h"
+
+namespace vb_check {
+
+struct DeclaredOnlyOs {
+	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn);
+	void free_page_run(vb::PageRun run);
+	void balloon_list_insert(vb::PageRun run);
+	size_t balloon_list_take(vb::PageRun* runs, uint64_t max_pages);
+	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn);
+	void adjust_managed_pages(vb::PageRun run, bool add);
+	uint64_t phys_addr(const void* buffer);
+	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,
+		       const vb::Segment* in, unsigned n_in, void* token);
+	void queue_kick(vb::QueueKind queue);
+	void* queue_get_used(vb::QueueKind queue, uint32_t* len);
+	void* queue_wait_used(vb::QueueKind queue, uint32_t* len);
+	uint32_t queue_size(vb::QueueKind queue);
+	uint32_t config_read32(uint32_t offset);
+	void config_write32(uint32_t offset, uint32_t value);
+	void memory_stats(vb::MemoryStats* stats);
+	void lock();
+	void unlock();
+	bool try_lock();
+	void vlog(vb::LogLevel level, const char* fmt, va_list args);
+};
+
+} // namespace vb_check
+
+template class vb::Balloon<vb_check::DeclaredOnlyOs>;

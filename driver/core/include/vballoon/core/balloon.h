@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The balloon: one object per device, a template over the OS it runs in.
+//
+// The flow, as the OS drives it:
+//   accept_features()            validate: what to take of what the device offers
+//   Balloon(os, features, ...)   after FEATURES_OK, before the queues carry anything
+//   prepare()                    before DRIVER_OK: prime statsq, write poison_val
+//   start()                      after DRIVER_OK: notify statsq
+//   adjust_towards_target()      on every config change, repeated while it says kMoreWork
+//   handle_stats_request()       when the device returns the stats buffer
+//   deflate_for_oom()            from the OOM notifier (DEFLATE_ON_OOM only)
+//   migrate_page()               when compaction moves a ballooned page
+//   release_all()                on remove: every page goes back to the guest
+//
+// The member functions live beside this file, one path per file: balloon_inflate.h,
+// balloon_deflate.h, balloon_stats.h, balloon_oom.h, balloon_migrate.h.
+#ifndef VBALLOON_CORE_BALLOON_H
+#define VBALLOON_CORE_BALLOON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vballoon/core/features.h"
+#include "vballoon/core/os_interface.h"
+#include "vballoon/core/pfn_packer.h"
+#include "vballoon/core/stats_report.h"
+#include "vballoon/support/atomic.h"
+#include "vballoon/support/freestanding.h"
+
+namespace vb {
+
+// What one call to adjust_towards_target() left behind.
+enum class StepResult : uint8_t {
+	kSettled,  // the balloon is at the target
+	kMoreWork, // progress was made; call again
+	kStalled,  // the guest has no more pages to give without pressure; retry later
+};
+
+struct BalloonCounters {
+	Counter inflate_messages; // descriptors added to inflateq
+	Counter deflate_messages; // descriptors added to deflateq
+	Counter pages_inflated;   // 4 KiB units
+	Counter pages_deflated;   // 4 KiB units
+	Counter alloc_failures;   // a step that could not allocate what it wanted
+	Counter oom_calls;
+	Counter oom_pages_freed;  // 4 KiB units
+	Counter stats_reports;
+	Counter migrations;
+	Counter foreign_used_buffers; // the device returned a buffer we did not give it
+	Counter unreachable_pages;    // allocated pages beyond what a 32-bit PFN reaches
+	Counter queue_failures;       // the device refused buffers or went away mid-request
+};
+
+template <BalloonOs Os> class Balloon {
+public:
+	// The wire cap per inflate/deflate descriptor that every known device accepts.
+	static constexpr uint32_t kPfnsPerMessage = VB_PFNS_PER_DESCRIPTOR_MAX;
+	// Descriptors in flight at once; the spec does not ask the driver to wait for each.
+	static constexpr uint32_t kMessagesInFlight = 4;
+	static constexpr uint32_t kPfnsPerStep = kPfnsPerMessage * kMessagesInFlight;
+	// What one OOM notification may free (Linux's VIRTIO_BALLOON_OOM_NR_PAGES).
+	static constexpr uint32_t kOomDeflatePfns = 256;
+	// Balloon memory is allocated in blocks of up to 2 MiB (on 4 KiB pages).
+	static constexpr unsigned kLargestChunkOrder = 9;
+	// Allocated blocks beyond 16 TiB held aside in one step before it gives up.
+	static constexpr size_t kUnreachableHeld = 16;
+
+	Balloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits)
+		: os_(os), features_(negotiated_features), traits_(traits),
+		  pfns_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)),
+		  max_chunk_order_(min(kLargestChunkOrder, traits.max_alloc_order))
+	{
+	}
+
+	Balloon(const Balloon&) = delete;
+	Balloon& operator=(const Balloon&) = delete;
+
+	// Before DRIVER_OK. Returns false when the device cannot take the stats buffer.
+	bool prepare();
+	// After DRIVER_OK.
+	void start();
+
+	StepResult adjust_towards_target();
+	uint64_t deflate_for_oom();
+	void handle_stats_request();
+	bool migrate_page(uint64_t old_pfn, uint64_t new_pfn);
+	void release_all();
+
+	// The device's wish, rounded up to whole guest pages (in 4 KiB units).
+	uint64_t target_pfns() const;
+	uint64_t balloon_pfns() const { return balloon_pfns_.get(); }
+	uint64_t features() const { return features_; }
+	const BalloonCounters& counters() const { return counters_; }
+	// Largest allocation order tried; 0 reproduces Linux's page-at-a-time inflate.
+	void set_max_chunk_order(unsigned order) { max_chunk_order_ = min(order, traits_.max_alloc_order); }
+
+private:
+	struct PfnMessage {
+		uint32_t pfns[kPfnsPerMessage];
+		uint32_t count;
+	};
+
+	bool negotiated(unsigned bit) const { return has_feature(features_, bit); }
+	void log(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+
+	// Inflate (balloon_inflate.h).
+	StepResult inflate(uint64_t wanted_pfns);
+	size_t allocate_runs(uint64_t wanted_pages, bool* short_of_pages);
+
+	// Deflate (balloon_deflate.h).
+	uint64_t deflate(uint64_t wanted_pfns);
+
+	// Sending (balloon_tell_host.h): every run is sent, split into messages of at most
+	// kPfnsPerMessage PFNs, several in flight, all acknowledged before it returns.
+	// Called with the balloon lock held.
+	bool tell_host(QueueKind queue, const PageRun* runs, size_t run_count);
+	bool wait_for_ack(QueueKind queue, uint32_t* in_flight);
+	void update_actual();
+
+	Os& os_;
+	const uint64_t features_;
+	const GuestTraits traits_;
+	const uint32_t pfns_per_page_;
+	unsigned max_chunk_order_;
+
+	Counter balloon_pfns_; // pages in the balloon, 4 KiB units (what `actual` reports)
+	BalloonCounters counters_;
+
+	// Buffers the device reads: they must live where phys_addr() can name them.
+	PfnMessage messages_[kMessagesInFlight];
+	// Inflate fills its runs before it takes the lock; deflate (also reached from the OOM
+	// notifier) only under it. Separate arrays keep the two from ever sharing one.
+	PageRun inflate_runs_[kPfnsPerStep];
+	PageRun deflate_runs_[kPfnsPerStep];
+	vb_stat_entry stats_[VB_S_NR];
+	uint32_t stats_tag_mask_ = 0;
+	uint32_t stats_count_ = 0;
+};
+
+template <BalloonOs Os> void Balloon<Os>::log(LogLevel level, const char* fmt, ...)
+{
+	va_list args;
+
+	va_start(args, fmt);
+	os_.vlog(level, fmt, args);
+	va_end(args);
+}
+
+template <BalloonOs Os> uint64_t Balloon<Os>::target_pfns() const
+{
+	uint64_t wanted = os_.config_read32(VB_CONFIG_NUM_PAGES_OFFSET);
+
+	// Round up to whole guest pages, or a 64 KiB-page guest would inflate and deflate
+	// forever around a target that is not a multiple of its page.
+	return (wanted + pfns_per_page_ - 1) / pfns_per_page_ * pfns_per_page_;
+}
+
+template <BalloonOs Os> bool Balloon<Os>::prepare()
+{
+	// The spec orders it: write poison_val before DRIVER_OK, never change it afterwards.
+	if (negotiated(VB_F_PAGE_POISON))
+		os_.config_write32(VB_CONFIG_POISON_VAL_OFFSET, traits_.free_page_pattern);
+
+	if (negotiated(VB_F_STATS_VQ)) {
+		MemoryStats stats{};
+
+		os_.memory_stats(&stats);
+		stats_tag_mask_ = stats.present_mask & ((1u << VB_S_NR) - 1);
+		stats_count_ = fill_stats_entries(stats_, stats, stats_tag_mask_);
+		// Primed with real values: a device may read them before it ever asks.
+		Segment out = {os_.phys_addr(stats_), stats_count_ * VB_STAT_ENTRY_BYTES};
+		if (!os_.queue_add(QueueKind::kStats, &out, 1, nullptr, 0, stats_)) {
+			log(LogLevel::kError, "vballoon: statsq refused the stats buffer\n");
+			return false;
+		}
+	}
+	return true;
+}
+
+template <BalloonOs Os> void Balloon<Os>::start()
+{
+	if (negotiated(VB_F_STATS_VQ))
+		os_.queue_kick(QueueKind::kStats);
+}
+
+template <BalloonOs Os> StepResult Balloon<Os>::adjust_towards_target()
+{
+	uint64_t target = target_pfns();
+	uint64_t current = balloon_pfns_.get();
+
+	if (target > current)
+		return inflate(min<uint64_t>(target - current, kPfnsPerStep));
+	if (target < current) {
+		deflate(min<uint64_t>(current - target, kPfnsPerStep));
+		return balloon_pfns_.get() == target ? StepResult::kSettled : StepResult::kMoreWork;
+	}
+	return StepResult::kSettled;
+}
+
+template <BalloonOs Os> void Balloon<Os>::update_actual()
+{
+	// Legacy drivers must write all four bytes at once; one 32-bit write does.
+	os_.config_write32(VB_CONFIG_ACTUAL_OFFSET, static_cast<uint32_t>(balloon_pfns_.get()));
+}
+
+template <BalloonOs Os> void Balloon<Os>::release_all()
+{
+	while (balloon_pfns_.get() != 0) {
+		if (deflate(kPfnsPerStep) == 0)
+			break;
+	}
+}
+
+} // namespace vb
+
+#include "vballoon/core/balloon_tell_host.h"
+#include "vballoon/core/balloon_deflate.h"
+#include "vballoon/core/balloon_inflate.h"
+#include "vballoon/core/balloon_migrate.h"
+#include "vballoon/core/balloon_oom.h"
+#include "vballoon/core/balloon_stats.h"
+
+#endif

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Compaction moved a ballooned page: the new page joins the balloon, the old one leaves.
+#ifndef VBALLOON_CORE_BALLOON_MIGRATE_H
+#define VBALLOON_CORE_BALLOON_MIGRATE_H
+
+#include "vballoon/core/balloon.h"
+
+namespace vb {
+
+// Returns false, having changed nothing, when the balloon is busy: compaction retries later
+// rather than wait behind an inflate that may itself be waiting for memory.
+template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_t new_pfn)
+{
+	if (!os_.try_lock())
+		return false;
+
+	// Inflate the new page before deflating the old, so the host never sees the balloon
+	// shrink; the old page is the OS's to free once this returns.
+	os_.balloon_list_replace(old_pfn, new_pfn);
+	PageRun new_page = {new_pfn, 1};
+	PageRun old_page = {old_pfn, 1};
+	tell_host(QueueKind::kInflate, &new_page, 1);
+	tell_host(QueueKind::kDeflate, &old_page, 1);
+	counters_.migrations.add(1);
+	os_.unlock();
+	return true;
+}
+
+} // namespace vb
+
+#endif

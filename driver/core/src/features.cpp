@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "vballoon/core/features.h"
+
+namespace vb {
+
+uint64_t driver_supported_features()
+{
+	// Free page hinting and reporting are not driven by this core yet: accepting them
+	// would promise queues the driver does not serve.
+	return VB_FEATURE(VB_F_MUST_TELL_HOST) | VB_FEATURE(VB_F_STATS_VQ) |
+	       VB_FEATURE(VB_F_DEFLATE_ON_OOM) | VB_FEATURE(VB_F_PAGE_POISON);
+}
+
+uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
+{
+	uint64_t accepted = offered & driver_supported_features();
+
+	// The spec says the driver SHOULD clear PAGE_POISON when it will not write poison_val
+	// into pages it hands back; a guest without init_on_free/poisoning writes nothing.
+	if (!traits.freed_pages_need_pattern)
+		accepted &= ~VB_FEATURE(VB_F_PAGE_POISON);
+	return accepted;
+}
+
+uint32_t config_bytes_needed(uint64_t features)
+{
+	if (has_feature(features, VB_F_PAGE_POISON))
+		return VB_CONFIG_SIZE_WITH_POISON;
+	if (has_feature(features, VB_F_FREE_PAGE_HINT))
+		return VB_CONFIG_SIZE_WITH_HINT;
+	return VB_CONFIG_SIZE_MIN;
+}
+
+} // namespace vb

@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The core against an inline device: exact counts and exact ordering.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "fake_os.h"
+
+namespace vbtest {
+namespace {
+
+constexpr uint64_t kFirstPfn = 256;
+constexpr uint64_t kGuestPages = 16384; // 64 MiB
+
+struct Guest {
+	explicit Guest(uint64_t features, vb::GuestTraits traits = {})
+		: os(kFirstPfn, kGuestPages), balloon(os, features, traits)
+	{
+		EXPECT_TRUE(balloon.prepare());
+		balloon.start();
+	}
+
+	void set_target(uint32_t pfns) { os.config[VB_CONFIG_NUM_PAGES_OFFSET / 4] = pfns; }
+	uint32_t actual() const { return os.config[VB_CONFIG_ACTUAL_OFFSET / 4]; }
+
+	// Drives the core as the OS's work item would, until it settles or stalls.
+	vb::StepResult settle()
+	{
+		for (int steps = 0; steps < 100000; steps++) {
+			vb::StepResult result = balloon.adjust_towards_target();
+			if (result != vb::StepResult::kMoreWork)
+				return result;
+		}
+		ADD_FAILURE() << "the balloon never settled";
+		return vb::StepResult::kMoreWork;
+	}
+
+	FakeOs os;
+	vb::Balloon<FakeOs> balloon;
+};
+
+constexpr uint64_t kStandard = VB_FEATURE(VB_F_STATS_VQ);
+constexpr uint64_t kWithMustTellHost = kStandard | VB_FEATURE(VB_F_MUST_TELL_HOST);
+constexpr uint64_t kWithDeflateOnOom = kStandard | VB_FEATURE(VB_F_DEFLATE_ON_OOM);
+
+std::set<uint64_t> sent_pfns(const FakeOs& os, vb::QueueKind queue)
+{
+	std::set<uint64_t> pfns;
+	for (const Event& e : os.events_of(Event::kAdd)) {
+		if (e.queue != queue)
+			continue;
+		for (uint32_t pfn : e.wire_pfns)
+			EXPECT_TRUE(pfns.insert(pfn).second) << "PFN " << pfn << " sent twice";
+	}
+	return pfns;
+}
+
+TEST(BalloonCore, InflatesExactlyToTargetInMessagesOfAtMost256Pfns)
+{
+	Guest guest(kWithMustTellHost);
+	guest.set_target(10000);
+
+	EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 10000u);
+	EXPECT_EQ(guest.actual(), 10000u);
+	EXPECT_EQ(guest.os.allocator.counts().balloon, 10000u);
+	EXPECT_EQ(guest.os.balloon_list.size(), 10000u);
+
+	std::set<uint64_t> sent = sent_pfns(guest.os, vb::QueueKind::kInflate);
+	std::set<uint64_t> held(guest.os.balloon_list.begin(), guest.os.balloon_list.end());
+	EXPECT_EQ(sent, held) << "the host was told of exactly the pages the balloon holds";
+	for (const Event& e : guest.os.events_of(Event::kAdd))
+		EXPECT_LE(e.wire_pfns.size(), 256u);
+	EXPECT_EQ(guest.balloon.counters().inflate_messages.get(), (10000u + 255) / 256);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
+TEST(BalloonCore, ChunkedAndPageAtATimeAllocationGiveTheSameGuestVisibleResult)
+{
+	for (unsigned order : {0u, 9u}) {
+		Guest guest(kStandard);
+		guest.balloon.set_max_chunk_order(order);
+		guest.set_target(5000);
+		EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
+		EXPECT_EQ(guest.balloon.balloon_pfns(), 5000u) << "order " << order;
+		EXPECT_EQ(guest.os.allocator.counts().balloon, 5000u);
+		EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages - 5000u);
+		std::set<uint64_t> held(guest.os.balloon_list.begin(), guest.os.balloon_list.end());
+		EXPECT_EQ(sent_pfns(guest.os, vb::QueueKind::kInflate), held);
+
+		guest.set_target(0);
+		EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
+		EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages);
+		EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+	}
+}
+
+TEST(BalloonCore, LargeChunksAreTakenFirstAndSentInAscendingRuns)
+{
+	Guest guest(kStandard);
+	guest.balloon.set_max_chunk_order(9);
+	guest.set_target(2048);
+	EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
+
+	auto allocs = guest.os.events_of(Event::kAlloc);
+	ASSERT_EQ(allocs.size(), 4u) << "four 2 MiB blocks make 8 MiB";
+	for (const Event& e : allocs)
+		EXPECT_EQ(e.count, 512u);
+	for (const Event& e : guest.os.events_of(Event::kAdd)) {
+		if (e.queue != vb::QueueKind::kInflate)
+			continue;
+		for (size_t i = 1; i < e.wire_pfns.size(); i++)
+			EXPECT_EQ(e.wire_pfns[i], e.wire_pfns[i - 1] + 1) << "chunk-ordered PFN array";
+	}
+}
+
+TEST(BalloonCore, DeflateFreesEachPageOnlyAfterTheHostAcknowledgedIt)
+{
+	Guest guest(kWithMustTellHost);
+	guest.set_target(3000);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	guest.os.events.clear();
+
+	guest.set_target(1000);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 1000u);
+
+	// Replay the log: a page may be freed only once the message carrying it is acked.
+	std::map<const void*, std::vector<uint32_t>> in_flight;
+	std::set<uint64_t> acked;
+	uint64_t freed = 0;
+	for (const Event& e : guest.os.events) {
+		if (e.kind == Event::kAdd && e.queue == vb::QueueKind::kDeflate)
+			in_flight[e.token] = e.wire_pfns;
+		if (e.kind == Event::kAck && e.queue == vb::QueueKind::kDeflate) {
+			ASSERT_TRUE(in_flight.count(e.token));
+			acked.insert(in_flight[e.token].begin(), in_flight[e.token].end());
+			in_flight.erase(e.token);
+		}
+		if (e.kind == Event::kFree) {
+			for (uint64_t pfn = e.first_pfn; pfn < e.first_pfn + e.count; pfn++)
+				EXPECT_TRUE(acked.count(pfn)) << "page " << pfn << " freed before its deflate ack";
+			freed += e.count;
+		}
+	}
+	EXPECT_EQ(freed, 2000u);
+	EXPECT_EQ(guest.os.allocator.counts().balloon, 1000u);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
+TEST(BalloonCore, NeverDeflatesAPageBeforeItsInflateWasAcknowledged)
+{
+	Guest guest(kWithMustTellHost);
+	guest.set_target(600);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	guest.set_target(0);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+
+	std::map<const void*, std::vector<uint32_t>> in_flight;
+	std::set<uint64_t> inflate_acked;
+	for (const Event& e : guest.os.events) {
+		if (e.kind == Event::kAdd && e.queue == vb::QueueKind::kInflate)
+			in_flight[e.token] = e.wire_pfns;
+		if (e.kind == Event::kAck && e.queue == vb::QueueKind::kInflate) {
+			inflate_acked.insert(in_flight[e.token].begin(), in_flight[e.token].end());
+			in_flight.erase(e.token);
+		}
+		if (e.kind == Event::kAdd && e.queue == vb::QueueKind::kDeflate) {
+			for (uint32_t pfn : e.wire_pfns)
+				EXPECT_TRUE(inflate_acked.count(pfn)) << pfn;
+		}
+	}
+}
+
+TEST(BalloonCore, AbsurdTargetIsPursuedOnlyWhileAllocationsSucceed)
+{
+	Guest guest(kStandard);
+	guest.set_target(0xffffffffu);
+
+	EXPECT_EQ(guest.settle(), vb::StepResult::kStalled);
+	EXPECT_EQ(guest.balloon.balloon_pfns(), kGuestPages) << "every free page, and not one more";
+	EXPECT_EQ(guest.os.allocator.counts().free, 0u);
+	EXPECT_EQ(guest.actual(), kGuestPages);
+	EXPECT_GE(guest.balloon.counters().alloc_failures.get(), 1u);
+
+	// Asking again changes nothing and loses nothing.
+	EXPECT_EQ(guest.balloon.adjust_towards_target(), vb::StepResult::kStalled);
+	EXPECT_EQ(guest.balloon.balloon_pfns(), kGuestPages);
+
+	guest.set_target(0);
+	EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
+TEST(BalloonCore, TargetBeyondWirePfnsStillStallsCleanly)
+{
+	// A page beyond 16 TiB cannot be named by a 32-bit PFN: it goes straight back.
+	FakeOs os(0x100000000ull - 8, 64);
+	vb::Balloon<FakeOs> balloon(os, kStandard, {});
+	ASSERT_TRUE(balloon.prepare());
+	os.config[0] = 64;
+	vb::StepResult result;
+	while ((result = balloon.adjust_towards_target()) == vb::StepResult::kMoreWork) {
+	}
+	EXPECT_EQ(result, vb::StepResult::kStalled);
+	EXPECT_EQ(balloon.balloon_pfns(), 8u);
+	EXPECT_GE(balloon.counters().unreachable_pages.get(), 1u);
+	EXPECT_EQ(os.allocator.counts().balloon, 8u);
+	EXPECT_EQ(os.allocator.counts().used, 0u) << "no page lost";
+}
+
+TEST(BalloonCore, DeflateOnOomFreesAtMost256PagesAndAllocatesNothing)
+{
+	Guest guest(kWithDeflateOnOom);
+	guest.set_target(2000);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	size_t before = guest.os.events.size();
+
+	EXPECT_EQ(guest.balloon.deflate_for_oom(), 256u);
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 1744u);
+	EXPECT_EQ(guest.actual(), 1744u);
+	for (size_t i = before; i < guest.os.events.size(); i++) {
+		EXPECT_NE(guest.os.events[i].kind, Event::kAlloc);
+		EXPECT_NE(guest.os.events[i].kind, Event::kAllocFail);
+	}
+	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages - 1744u);
+
+	// Drained to the last page, then nothing more to give.
+	uint64_t total = 256;
+	uint64_t freed;
+	while ((freed = guest.balloon.deflate_for_oom()) != 0)
+		total += freed;
+	EXPECT_EQ(total, 2000u);
+	EXPECT_EQ(guest.balloon.counters().oom_pages_freed.get(), 2000u);
+}
+
+TEST(BalloonCore, DeflateOnOomDoesNothingUnlessNegotiated)
+{
+	Guest guest(kStandard);
+	guest.set_target(1000);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(guest.balloon.deflate_for_oom(), 0u);
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 1000u);
+}
+
+TEST(BalloonCore, ManagedMemoryShrinksOnlyWithoutDeflateOnOom)
+{
+	Guest plain(kStandard);
+	plain.set_target(1000);
+	ASSERT_EQ(plain.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(plain.os.managed_pages, -1000);
+	plain.set_target(400);
+	ASSERT_EQ(plain.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(plain.os.managed_pages, -400);
+
+	Guest oom(kWithDeflateOnOom);
+	oom.set_target(1000);
+	ASSERT_EQ(oom.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(oom.os.managed_pages, 0);
+}
+
+TEST(BalloonCore, StatsCarryTheSameTagSubsetEveryTimeWithOneBufferOutstanding)
+{
+	FakeOs os(kFirstPfn, kGuestPages);
+	os.stats.present_mask = (1u << VB_S_MEMFREE) | (1u << VB_S_MEMTOT) | (1u << VB_S_AVAIL);
+	os.stats.value[VB_S_MEMFREE] = 111;
+	os.stats.value[VB_S_MEMTOT] = 222;
+	os.stats.value[VB_S_AVAIL] = 333;
+	vb::Balloon<FakeOs> balloon(os, kStandard, {});
+	ASSERT_TRUE(balloon.prepare());
+	ASSERT_EQ(os.events_of(Event::kKick).size(), 0u) << "statsq is notified only after DRIVER_OK";
+	balloon.start();
+
+	auto decode = [](const std::vector<uint8_t>& bytes) {
+		std::map<uint16_t, uint64_t> out;
+		EXPECT_EQ(bytes.size() % VB_STAT_ENTRY_BYTES, 0u);
+		for (size_t at = 0; at + VB_STAT_ENTRY_BYTES <= bytes.size(); at += VB_STAT_ENTRY_BYTES) {
+			uint16_t tag = bytes[at] | bytes[at + 1] << 8;
+			uint64_t val = 0;
+			for (int i = 7; i >= 0; i--)
+				val = val << 8 | bytes[at + 2 + i];
+			out[tag] = val;
+		}
+		return out;
+	};
+	auto primed = decode(os.last_stats);
+	EXPECT_EQ(primed, (std::map<uint16_t, uint64_t>{{4, 111}, {5, 222}, {6, 333}}));
+
+	os.stats.value[VB_S_MEMFREE] = 444;
+	os.stats.present_mask &= ~(1u << VB_S_AVAIL); // the OS lost track of one value
+	ASSERT_TRUE(os.request_stats());
+	EXPECT_FALSE(os.request_stats()) << "only one buffer is ever outstanding";
+	balloon.handle_stats_request();
+	EXPECT_EQ(decode(os.last_stats), (std::map<uint16_t, uint64_t>{{4, 444}, {5, 222}, {6, 0}}));
+	EXPECT_EQ(balloon.counters().stats_reports.get(), 1u);
+
+	balloon.handle_stats_request(); // a spurious interrupt: nothing was returned
+	EXPECT_EQ(balloon.counters().stats_reports.get(), 1u);
+}
+
+TEST(BalloonCore, StatsEntryIsTenPackedBytes)
+{
+	EXPECT_EQ(sizeof(vb_stat_entry), 10u);
+	EXPECT_EQ(offsetof(vb_stat_entry, val), 2u);
+}
+
+TEST(BalloonCore, MigrationTellsTheHostOfTheNewPageBeforeReleasingTheOld)
+{
+	Guest guest(kWithMustTellHost);
+	guest.set_target(16);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	uint64_t old_pfn = guest.os.balloon_list.front();
+	auto spare = guest.os.allocator.allocate(0);
+	ASSERT_TRUE(spare);
+	guest.os.events.clear();
+
+	ASSERT_TRUE(guest.balloon.migrate_page(old_pfn, *spare));
+	auto adds = guest.os.events_of(Event::kAdd);
+	ASSERT_EQ(adds.size(), 2u);
+	EXPECT_EQ(adds[0].queue, vb::QueueKind::kInflate);
+	EXPECT_EQ(adds[0].wire_pfns, std::vector<uint32_t>{static_cast<uint32_t>(*spare)});
+	EXPECT_EQ(adds[1].queue, vb::QueueKind::kDeflate);
+	EXPECT_EQ(adds[1].wire_pfns, std::vector<uint32_t>{static_cast<uint32_t>(old_pfn)});
+	EXPECT_EQ(guest.os.allocator.state(*spare), vbsim::BuddyAllocator::FrameState::kBalloon);
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 16u);
+
+	guest.os.lock_held = true; // someone else holds the balloon lock
+	EXPECT_FALSE(guest.balloon.migrate_page(*spare, old_pfn));
+	guest.os.lock_held = false;
+}
+
+TEST(BalloonCore, ARingWithRoomForOneBufferStillCarriesEverything)
+{
+	Guest guest(kStandard);
+	guest.os.queue_capacity = 1;
+	guest.set_target(3000);
+	EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 3000u);
+	EXPECT_EQ(sent_pfns(guest.os, vb::QueueKind::kInflate).size(), 3000u);
+}
+
+TEST(BalloonCore, RoundsTargetUpToWholeGuestPages)
+{
+	// 64 KiB guest pages: 16 wire PFNs each.
+	vb::GuestTraits traits;
+	traits.page_shift = 16;
+	FakeOs os(16, 1024);
+	vb::Balloon<FakeOs> balloon(os, kStandard, traits);
+	ASSERT_TRUE(balloon.prepare());
+	os.config[0] = 33; // two pages and one 4 KiB unit
+	vb::StepResult result;
+	while ((result = balloon.adjust_towards_target()) == vb::StepResult::kMoreWork) {
+	}
+	EXPECT_EQ(result, vb::StepResult::kSettled);
+	EXPECT_EQ(balloon.balloon_pfns(), 48u);
+	EXPECT_EQ(os.allocator.counts().balloon, 3u);
+	std::set<uint64_t> sent = sent_pfns(os, vb::QueueKind::kInflate);
+	EXPECT_EQ(sent.size(), 48u);
+	for (uint64_t pfn : sent)
+		EXPECT_EQ(os.allocator.state(pfn / 16), vbsim::BuddyAllocator::FrameState::kBalloon);
+}
+
+TEST(BalloonCore, PoisonValueIsWrittenBeforeDriverOkOnlyWhenNegotiated)
+{
+	vb::GuestTraits traits;
+	traits.freed_pages_need_pattern = true;
+	traits.free_page_pattern = 0xaaaaaaaa;
+	Guest guest(kStandard | VB_FEATURE(VB_F_PAGE_POISON), traits);
+	EXPECT_EQ(guest.os.config[VB_CONFIG_POISON_VAL_OFFSET / 4], 0xaaaaaaaau);
+
+	Guest plain(kStandard);
+	EXPECT_TRUE(plain.os.events_of(Event::kConfigWrite).empty());
+}
+
+TEST(BalloonCore, AForeignBufferFromTheDeviceIsCountedNotTrusted)
+{
+	Guest guest(kStandard);
+	static int stranger;
+	guest.os.queues[static_cast<int>(vb::QueueKind::kStats)].used.push_back(&stranger);
+	guest.balloon.handle_stats_request();
+	EXPECT_EQ(guest.balloon.counters().foreign_used_buffers.get(), 1u);
+	EXPECT_EQ(guest.balloon.counters().stats_reports.get(), 0u);
+}
+
+} // namespace
+} // namespace vbtest

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "buddy_allocator.h"
+
+namespace {
+
+using vbsim::BuddyAllocator;
+
+TEST(BuddyAllocator, StartsWithMaximalAlignedBlocks)
+{
+	BuddyAllocator allocator(1024, 4096); // 16 MiB at 4 MiB alignment: four order-10 blocks
+	EXPECT_EQ(allocator.free_blocks(10), 4u);
+	EXPECT_EQ(allocator.counts().free, 4096u);
+	EXPECT_EQ(allocator.check_consistency(), "");
+
+	BuddyAllocator ragged(3, 13); // frames 3..15
+	EXPECT_EQ(ragged.free_blocks(0), 1u); // 3
+	EXPECT_EQ(ragged.free_blocks(2), 1u); // 4..7
+	EXPECT_EQ(ragged.free_blocks(3), 1u); // 8..15
+	EXPECT_EQ(ragged.check_consistency(), "");
+}
+
+TEST(BuddyAllocator, BlocksAreNaturallyAlignedAndMergeBack)
+{
+	BuddyAllocator allocator(0, 2048);
+	auto block = allocator.allocate(9);
+	ASSERT_TRUE(block);
+	EXPECT_EQ(*block % 512, 0u);
+	auto page = allocator.allocate(0);
+	ASSERT_TRUE(page);
+	EXPECT_EQ(allocator.counts().used, 513u);
+	EXPECT_TRUE(allocator.free_run(*page, 1));
+	EXPECT_TRUE(allocator.free_run(*block, 512));
+	EXPECT_EQ(allocator.free_blocks(BuddyAllocator::kMaxOrder), 2u) << "fully merged again";
+	EXPECT_EQ(allocator.check_consistency(), "");
+}
+
+TEST(BuddyAllocator, RefusesDoubleFreesAndFreesOfBalloonPages)
+{
+	BuddyAllocator allocator(0, 64);
+	auto page = allocator.allocate(0);
+	ASSERT_TRUE(page);
+	EXPECT_TRUE(allocator.move_to_balloon(*page, 1));
+	EXPECT_FALSE(allocator.free_run(*page, 1)) << "balloon pages are not the guest's to free";
+	EXPECT_TRUE(allocator.move_from_balloon(*page, 1));
+	EXPECT_TRUE(allocator.free_run(*page, 1));
+	EXPECT_FALSE(allocator.free_run(*page, 1)) << "double free";
+	EXPECT_FALSE(allocator.free_run(60, 10)) << "beyond the managed range";
+	EXPECT_EQ(allocator.counts().free, 64u);
+	EXPECT_EQ(allocator.check_consistency(), "");
+}
+
+TEST(BuddyAllocator, RandomWorkloadKeepsEveryInvariant)
+{
+	BuddyAllocator allocator(512, 8192);
+	std::mt19937_64 random(12345);
+	std::vector<std::pair<uint64_t, uint64_t>> held;
+	std::set<uint64_t> owned;
+
+	for (int round = 0; round < 20000; round++) {
+		if (held.empty() || random() % 3 != 0) {
+			unsigned order = random() % 6;
+			auto block = allocator.allocate(order);
+			if (!block)
+				continue;
+			for (uint64_t i = 0; i < (1ull << order); i++) {
+				ASSERT_TRUE(owned.insert(*block + i).second) << "handed out twice";
+			}
+			held.push_back({*block, 1ull << order});
+		} else {
+			size_t pick = random() % held.size();
+			auto [pfn, count] = held[pick];
+			// Free in two pieces sometimes: runs need not match the allocation.
+			uint64_t split = count > 1 && random() % 2 ? count / 2 : count;
+			ASSERT_TRUE(allocator.free_run(pfn, split));
+			if (split != count) {
+				ASSERT_TRUE(allocator.free_run(pfn + split, count - split));
+			}
+			for (uint64_t i = 0; i < count; i++)
+				owned.erase(pfn + i);
+			held.erase(held.begin() + pick);
+		}
+	}
+	EXPECT_EQ(allocator.counts().used, owned.size());
+	EXPECT_EQ(allocator.check_consistency(), "");
+}
+
+} // namespace

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// An OS for the core that runs the "device" inline: every buffer kicked is acknowledged in
+// order, and every call is written to an event log, so tests can check the core's ordering
+// rules exactly. Pages come from the simulator's buddy allocator.
+#ifndef VBALLOON_TESTS_CORE_FAKE_OS_H
+#define VBALLOON_TESTS_CORE_FAKE_OS_H
+
+#include <gtest/gtest.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "buddy_allocator.h"
+#include "vballoon/core/balloon.h"
+
+namespace vbtest {
+
+struct Event {
+	enum Kind { kAlloc, kFree, kInsert, kTake, kAdd, kKick, kAck, kConfigWrite, kAllocFail } kind = kAlloc;
+	vb::QueueKind queue = vb::QueueKind::kInflate;
+	uint64_t first_pfn = 0; // page runs
+	uint64_t count = 0;
+	std::vector<uint32_t> wire_pfns; // kAdd on inflate/deflate
+	const void* token = nullptr;
+
+	static Event of(Kind kind, vb::QueueKind queue = vb::QueueKind::kInflate, uint64_t first_pfn = 0,
+			uint64_t count = 0)
+	{
+		Event event;
+		event.kind = kind;
+		event.queue = queue;
+		event.first_pfn = first_pfn;
+		event.count = count;
+		return event;
+	}
+};
+
+class FakeOs {
+public:
+	FakeOs(uint64_t first_pfn, uint64_t pages) : allocator(first_pfn, pages) {}
+
+	// --- vb::BalloonOs ---
+	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
+	{
+		if (fail_allocations) {
+			log_event(Event::of(Event::kAllocFail));
+			return false;
+		}
+		auto block = allocator.allocate(order);
+		if (!block) {
+			log_event(Event::of(Event::kAllocFail));
+			return false;
+		}
+		*pfn = *block;
+		log_event(Event::of(Event::kAlloc, {}, *block, 1ull << order));
+		return true;
+	}
+	void free_page_run(vb::PageRun run)
+	{
+		EXPECT_TRUE(allocator.free_run(run.first_pfn, run.count)) << "bad free of " << run.first_pfn;
+		log_event(Event::of(Event::kFree, {}, run.first_pfn, run.count));
+	}
+	void balloon_list_insert(vb::PageRun run)
+	{
+		EXPECT_TRUE(lock_held);
+		EXPECT_TRUE(allocator.move_to_balloon(run.first_pfn, run.count));
+		for (uint64_t i = 0; i < run.count; i++)
+			balloon_list.push_back(run.first_pfn + i);
+		log_event(Event::of(Event::kInsert, {}, run.first_pfn, run.count));
+	}
+	size_t balloon_list_take(vb::PageRun* runs, uint64_t max_pages)
+	{
+		EXPECT_TRUE(lock_held);
+		size_t run_count = 0;
+		for (uint64_t taken = 0; taken < max_pages && !balloon_list.empty(); taken++) {
+			uint64_t pfn = balloon_list.back();
+			balloon_list.pop_back();
+			EXPECT_TRUE(allocator.move_from_balloon(pfn, 1));
+			vb::PageRun* last = run_count ? &runs[run_count - 1] : nullptr;
+			if (last && last->first_pfn == pfn + 1) {
+				last->first_pfn = pfn;
+				last->count++;
+			} else if (last && last->first_pfn + last->count == pfn) {
+				last->count++;
+			} else {
+				runs[run_count++] = {pfn, 1};
+			}
+			log_event(Event::of(Event::kTake, {}, pfn, 1));
+		}
+		return run_count;
+	}
+	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn)
+	{
+		for (auto& pfn : balloon_list) {
+			if (pfn == old_pfn) {
+				pfn = new_pfn;
+				EXPECT_TRUE(allocator.move_from_balloon(old_pfn, 1));
+				EXPECT_TRUE(allocator.move_to_balloon(new_pfn, 1));
+				return;
+			}
+		}
+		ADD_FAILURE() << "replace of a page not in the balloon: " << old_pfn;
+	}
+	void adjust_managed_pages(vb::PageRun run, bool add)
+	{
+		managed_pages += add ? static_cast<int64_t>(run.count) : -static_cast<int64_t>(run.count);
+	}
+	uint64_t phys_addr(const void* buffer) { return reinterpret_cast<uintptr_t>(buffer); }
+	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
+		       unsigned n_in, void* token)
+	{
+		auto& q = queues[static_cast<int>(queue)];
+		if (q.pending.size() + q.in_device.size() >= queue_capacity)
+			return false;
+		Event event = Event::of(Event::kAdd, queue);
+		event.token = token;
+		EXPECT_EQ(n_out, 1u);
+		EXPECT_EQ(n_in, 0u);
+		(void)in;
+		if (queue == vb::QueueKind::kInflate || queue == vb::QueueKind::kDeflate) {
+			EXPECT_EQ(out[0].len % 4, 0u);
+			EXPECT_LE(out[0].len, VB_PFNS_PER_DESCRIPTOR_MAX * 4u);
+			auto* pfns = reinterpret_cast<const uint32_t*>(out[0].phys_addr);
+			event.wire_pfns.assign(pfns, pfns + out[0].len / 4);
+		} else if (queue == vb::QueueKind::kStats) {
+			auto* entries = reinterpret_cast<const uint8_t*>(out[0].phys_addr);
+			last_stats.assign(entries, entries + out[0].len);
+		}
+		q.pending.push_back(token);
+		log_event(event);
+		return true;
+	}
+	void queue_kick(vb::QueueKind queue)
+	{
+		auto& q = queues[static_cast<int>(queue)];
+		log_event(Event::of(Event::kKick, queue));
+		// The inline device takes everything kicked; inflate/deflate are acked at once,
+		// the stats buffer is held until the test asks for stats.
+		for (void* token : q.pending)
+			q.in_device.push_back(token);
+		q.pending.clear();
+	}
+	void* queue_get_used(vb::QueueKind queue, uint32_t* len)
+	{
+		auto& q = queues[static_cast<int>(queue)];
+		if (q.used.empty())
+			return nullptr;
+		void* token = q.used.front();
+		q.used.pop_front();
+		*len = 0;
+		return token;
+	}
+	void* queue_wait_used(vb::QueueKind queue, uint32_t* len)
+	{
+		auto& q = queues[static_cast<int>(queue)];
+		if (q.used.empty() && !q.in_device.empty() && queue != vb::QueueKind::kStats) {
+			q.used.push_back(q.in_device.front());
+			q.in_device.pop_front();
+			Event ack = Event::of(Event::kAck, queue);
+			ack.token = q.used.back();
+			log_event(ack);
+		}
+		if (q.used.empty()) {
+			ADD_FAILURE() << "the core waits on a queue with nothing in the device";
+			return nullptr;
+		}
+		return queue_get_used(queue, len);
+	}
+	uint32_t queue_size(vb::QueueKind) { return queue_capacity; }
+	uint32_t config_read32(uint32_t offset) { return config[offset / 4]; }
+	void config_write32(uint32_t offset, uint32_t value)
+	{
+		config[offset / 4] = value;
+		log_event(Event::of(Event::kConfigWrite, {}, offset, value));
+	}
+	void memory_stats(vb::MemoryStats* out) { *out = stats; }
+	void lock()
+	{
+		EXPECT_FALSE(lock_held);
+		lock_held = true;
+	}
+	void unlock()
+	{
+		EXPECT_TRUE(lock_held);
+		lock_held = false;
+	}
+	bool try_lock()
+	{
+		if (lock_held)
+			return false;
+		lock_held = true;
+		return true;
+	}
+	void vlog(vb::LogLevel, const char* fmt, va_list args)
+	{
+		char line[256];
+		vsnprintf(line, sizeof(line), fmt, args);
+		log_lines.push_back(line);
+	}
+
+	// --- test controls ---
+	// The device hands the held stats buffer back, asking for fresh values.
+	bool request_stats()
+	{
+		auto& q = queues[static_cast<int>(vb::QueueKind::kStats)];
+		if (q.in_device.empty())
+			return false;
+		q.used.push_back(q.in_device.front());
+		q.in_device.pop_front();
+		return true;
+	}
+	void log_event(Event event) { events.push_back(std::move(event)); }
+	std::vector<Event> events_of(Event::Kind kind) const
+	{
+		std::vector<Event> out;
+		for (const Event& e : events)
+			if (e.kind == kind)
+				out.push_back(e);
+		return out;
+	}
+
+	struct Queue {
+		std::deque<void*> pending;   // added, not yet kicked
+		std::deque<void*> in_device; // kicked, not yet returned
+		std::deque<void*> used;
+	};
+
+	vbsim::BuddyAllocator allocator;
+	std::vector<uint64_t> balloon_list;
+	Queue queues[VB_QUEUE_KIND_COUNT];
+	uint32_t queue_capacity = 128;
+	uint32_t config[4] = {};
+	vb::MemoryStats stats{};
+	std::vector<uint8_t> last_stats;
+	std::vector<Event> events;
+	std::vector<std::string> log_lines;
+	int64_t managed_pages = 0;
+	bool lock_held = false;
+	bool fail_allocations = false;
+};
+
+static_assert(vb::BalloonOs<FakeOs>);
+
+} // namespace vbtest
+
+#endif
