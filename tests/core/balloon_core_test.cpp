@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 #include <map>
 #include <set>
 
@@ -384,6 +385,122 @@ TEST(BalloonCore, AForeignBufferFromTheDeviceIsCountedNotTrusted)
 	guest.balloon.handle_stats_request();
 	EXPECT_EQ(guest.balloon.counters().foreign_used_buffers.get(), 1u);
 	EXPECT_EQ(guest.balloon.counters().stats_reports.get(), 0u);
+}
+
+} // namespace
+} // namespace vbtest
+
+namespace vbtest {
+namespace {
+
+constexpr uint64_t kChunked = kStandard | VB_FEATURE(VB_F_X_CHUNKED);
+
+TEST(BalloonCoreChunked, EachChunkTravelsAsOneDescriptor)
+{
+	Guest guest(kChunked);
+	guest.os.chunked = true;
+	guest.set_target(8192); // 32 MiB: sixteen 2 MiB chunks
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+
+	auto adds = guest.os.events_of(Event::kAdd);
+	size_t inflate_messages = 0;
+	for (const Event& e : adds)
+		inflate_messages += e.queue == vb::QueueKind::kInflate;
+	EXPECT_EQ(inflate_messages, 1u) << "sixteen chunks fit one message";
+	std::set<uint64_t> held(guest.os.balloon_list.begin(), guest.os.balloon_list.end());
+	EXPECT_EQ(sent_pfns(guest.os, vb::QueueKind::kInflate), held);
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 8192u);
+}
+
+TEST(BalloonCoreChunked, GivesTheSameGuestVisibleResultAsPfnArrays)
+{
+	auto run = [](uint64_t features, bool chunked) {
+		Guest guest(features);
+		guest.os.chunked = chunked;
+		guest.set_target(12345);
+		EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
+		auto inflated = guest.os.allocator.counts();
+		uint32_t actual_inflated = guest.actual();
+		guest.set_target(345);
+		EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
+		auto deflated = guest.os.allocator.counts();
+		EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+		return std::tuple(inflated.balloon, inflated.free, actual_inflated, deflated.balloon,
+				  deflated.free, guest.actual(), guest.os.managed_pages);
+	};
+	EXPECT_EQ(run(kStandard, false), run(kChunked, true));
+}
+
+TEST(BalloonCoreChunked, DeflateWorksWhenCompactionMovedPagesOutOfAChunk)
+{
+	Guest guest(kChunked | VB_FEATURE(VB_F_MUST_TELL_HOST));
+	guest.os.chunked = true;
+	guest.set_target(2048);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+
+	// Compaction moves every 100th ballooned page somewhere else.
+	std::vector<uint64_t> before = guest.os.balloon_list;
+	for (size_t i = 0; i < before.size(); i += 100) {
+		auto spare = guest.os.allocator.allocate(0);
+		ASSERT_TRUE(spare);
+		ASSERT_TRUE(guest.balloon.migrate_page(before[i], *spare));
+		ASSERT_TRUE(guest.os.allocator.free_run(before[i], 1)) << "the OS frees the old page";
+	}
+	std::set<uint64_t> held(guest.os.balloon_list.begin(), guest.os.balloon_list.end());
+	EXPECT_EQ(held.size(), 2048u);
+	guest.os.events.clear();
+
+	guest.set_target(0);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(sent_pfns(guest.os, vb::QueueKind::kDeflate), held) << "exactly the pages held";
+	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
+vb::GuestTraits initialising_guest()
+{
+	vb::GuestTraits traits;
+	traits.freed_pages_need_pattern = true;
+	return traits;
+}
+
+TEST(BalloonCoreInitOnInflate, PagesTheDeviceInitialisedAreFreedAsInitialised)
+{
+	for (bool chunked : {false, true}) {
+		uint64_t features = kStandard | VB_FEATURE(VB_F_X_INIT_ON_INFLATE) |
+				    (chunked ? VB_FEATURE(VB_F_X_CHUNKED) : 0);
+		Guest guest(features, initialising_guest());
+		guest.os.chunked = chunked;
+		guest.set_target(3000);
+		ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+		EXPECT_EQ(guest.os.initialised.size(), 3000u) << "chunked " << chunked;
+		EXPECT_EQ(guest.os.bitmap_requests, guest.balloon.counters().inflate_messages.get());
+		EXPECT_EQ(guest.balloon.counters().pages_device_initialised.get(), 3000u);
+		guest.set_target(0);
+		ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+		EXPECT_EQ(guest.os.freed_initialised, 3000u);
+	}
+}
+
+TEST(BalloonCoreInitOnInflate, PagesTheDeviceDidNotInitialiseAreLeftToTheGuest)
+{
+	Guest guest(kStandard | VB_FEATURE(VB_F_X_INIT_ON_INFLATE), initialising_guest());
+	guest.os.device_initialises = false;
+	guest.set_target(1000);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_TRUE(guest.os.initialised.empty());
+	guest.set_target(0);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(guest.os.freed_initialised, 0u);
+}
+
+TEST(BalloonCoreInitOnInflate, WithoutTheFeatureNoBitmapTravels)
+{
+	Guest guest(kStandard, initialising_guest());
+	guest.set_target(1000);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(guest.os.bitmap_requests, 0u);
+	EXPECT_TRUE(guest.os.initialised.empty());
 }
 
 } // namespace

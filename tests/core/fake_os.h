@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,8 @@ public:
 	}
 	void free_page_run(vb::PageRun run)
 	{
+		if (run.flags & vb::kPageRunDeviceInitialised)
+			freed_initialised += run.count;
 		EXPECT_TRUE(allocator.free_run(run.first_pfn, run.count)) << "bad free of " << run.first_pfn;
 		log_event(Event::of(Event::kFree, {}, run.first_pfn, run.count));
 	}
@@ -73,26 +76,38 @@ public:
 			balloon_list.push_back(run.first_pfn + i);
 		log_event(Event::of(Event::kInsert, {}, run.first_pfn, run.count));
 	}
-	size_t balloon_list_take(vb::PageRun* runs, uint64_t max_pages)
+	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
 	{
 		EXPECT_TRUE(lock_held);
 		size_t run_count = 0;
 		for (uint64_t taken = 0; taken < max_pages && !balloon_list.empty(); taken++) {
 			uint64_t pfn = balloon_list.back();
-			balloon_list.pop_back();
-			EXPECT_TRUE(allocator.move_from_balloon(pfn, 1));
+			uint32_t flags = initialised.count(pfn) ? vb::kPageRunDeviceInitialised : 0;
 			vb::PageRun* last = run_count ? &runs[run_count - 1] : nullptr;
-			if (last && last->first_pfn == pfn + 1) {
+			if (last && last->flags == flags && last->first_pfn == pfn + 1) {
 				last->first_pfn = pfn;
 				last->count++;
-			} else if (last && last->first_pfn + last->count == pfn) {
+			} else if (last && last->flags == flags && last->first_pfn + last->count == pfn) {
 				last->count++;
+			} else if (run_count < max_runs) {
+				runs[run_count++] = {pfn, 1, flags};
 			} else {
-				runs[run_count++] = {pfn, 1};
+				break;
 			}
+			balloon_list.pop_back();
+			initialised.erase(pfn);
+			EXPECT_TRUE(allocator.move_from_balloon(pfn, 1));
 			log_event(Event::of(Event::kTake, {}, pfn, 1));
 		}
 		return run_count;
+	}
+	void balloon_list_mark_initialised(vb::PageRun run)
+	{
+		EXPECT_TRUE(lock_held);
+		for (uint64_t i = 0; i < run.count; i++) {
+			EXPECT_EQ(allocator.state(run.first_pfn + i), vbsim::BuddyAllocator::FrameState::kBalloon);
+			initialised.insert(run.first_pfn + i);
+		}
 	}
 	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn)
 	{
@@ -119,15 +134,31 @@ public:
 			return false;
 		Event event = Event::of(Event::kAdd, queue);
 		event.token = token;
-		EXPECT_EQ(n_out, 1u);
-		EXPECT_EQ(n_in, 0u);
-		(void)in;
 		if (queue == vb::QueueKind::kInflate || queue == vb::QueueKind::kDeflate) {
-			EXPECT_EQ(out[0].len % 4, 0u);
-			EXPECT_LE(out[0].len, VB_PFNS_PER_DESCRIPTOR_MAX * 4u);
-			auto* pfns = reinterpret_cast<const uint32_t*>(out[0].phys_addr);
-			event.wire_pfns.assign(pfns, pfns + out[0].len / 4);
+			if (chunked) {
+				for (unsigned i = 0; i < n_out; i++) {
+					EXPECT_EQ(out[i].phys_addr % 4096, 0u);
+					EXPECT_EQ(out[i].len % 4096, 0u);
+					for (uint64_t pfn = out[i].phys_addr / 4096;
+					     pfn < (out[i].phys_addr + out[i].len) / 4096; pfn++)
+						event.wire_pfns.push_back(static_cast<uint32_t>(pfn));
+				}
+			} else {
+				EXPECT_EQ(n_out, 1u);
+				EXPECT_EQ(out[0].len % 4, 0u);
+				EXPECT_LE(out[0].len, VB_PFNS_PER_DESCRIPTOR_MAX * 4u);
+				auto* pfns = reinterpret_cast<const uint32_t*>(out[0].phys_addr);
+				event.wire_pfns.assign(pfns, pfns + out[0].len / 4);
+			}
+			EXPECT_LE(n_in, 1u);
+			if (n_in == 1) {
+				EXPECT_EQ(queue, vb::QueueKind::kInflate);
+				bitmaps[token] = in[0];
+				bitmap_requests++;
+			}
 		} else if (queue == vb::QueueKind::kStats) {
+			EXPECT_EQ(n_out, 1u);
+			EXPECT_EQ(n_in, 0u);
 			auto* entries = reinterpret_cast<const uint8_t*>(out[0].phys_addr);
 			last_stats.assign(entries, entries + out[0].len);
 		}
@@ -164,6 +195,17 @@ public:
 			Event ack = Event::of(Event::kAck, queue);
 			ack.token = q.used.back();
 			log_event(ack);
+			auto bitmap = bitmaps.find(ack.token);
+			if (bitmap != bitmaps.end()) {
+				auto* bits = reinterpret_cast<uint8_t*>(bitmap->second.phys_addr);
+				for (uint32_t i = 0; i < bitmap->second.len; i++)
+					bits[i] = device_initialises ? 0xff : 0;
+				*len = bitmap->second.len;
+				bitmaps.erase(bitmap);
+				void* token = q.used.front();
+				q.used.pop_front();
+				return token;
+			}
 		}
 		if (q.used.empty()) {
 			ADD_FAILURE() << "the core waits on a queue with nothing in the device";
@@ -232,6 +274,12 @@ public:
 
 	vbsim::BuddyAllocator allocator;
 	std::vector<uint64_t> balloon_list;
+	std::set<uint64_t> initialised;
+	std::map<const void*, vb::Segment> bitmaps;
+	bool chunked = false;
+	bool device_initialises = true;
+	uint64_t freed_initialised = 0;
+	uint64_t bitmap_requests = 0;
 	Queue queues[VB_QUEUE_KIND_COUNT];
 	uint32_t queue_capacity = 128;
 	uint32_t config[4] = {};

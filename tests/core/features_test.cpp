@@ -14,17 +14,19 @@ TEST(FeatureNegotiation, AcceptsOnlyWhatTheCoreServes)
 	vb::GuestTraits traits;
 	uint64_t accepted = vb::accept_features(kEverything, traits);
 	EXPECT_EQ(accepted, VB_FEATURE(VB_F_MUST_TELL_HOST) | VB_FEATURE(VB_F_STATS_VQ) |
-				    VB_FEATURE(VB_F_DEFLATE_ON_OOM));
+				    VB_FEATURE(VB_F_DEFLATE_ON_OOM) | VB_FEATURE(VB_F_X_CHUNKED));
 	for (unsigned proposal : {6u, 7u, 8u})
 		EXPECT_FALSE(accepted & VB_FEATURE(proposal));
 }
 
-TEST(FeatureNegotiation, PagePoisonOnlyWhenTheGuestWritesAPattern)
+TEST(FeatureNegotiation, PagePoisonAndDeviceInitOnlyWhenTheGuestWritesAPattern)
 {
 	vb::GuestTraits traits;
 	EXPECT_FALSE(vb::accept_features(kEverything, traits) & VB_FEATURE(VB_F_PAGE_POISON));
+	EXPECT_FALSE(vb::accept_features(kEverything, traits) & VB_FEATURE(VB_F_X_INIT_ON_INFLATE));
 	traits.freed_pages_need_pattern = true;
 	EXPECT_TRUE(vb::accept_features(kEverything, traits) & VB_FEATURE(VB_F_PAGE_POISON));
+	EXPECT_TRUE(vb::accept_features(kEverything, traits) & VB_FEATURE(VB_F_X_INIT_ON_INFLATE));
 }
 
 TEST(FeatureNegotiation, NeverAcceptsWhatIsNotOffered)

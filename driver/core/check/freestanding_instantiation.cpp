@@ -11,7 +11,8 @@ struct DeclaredOnlyOs {
 	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn);
 	void free_page_run(vb::PageRun run);
 	void balloon_list_insert(vb::PageRun run);
-	size_t balloon_list_take(vb::PageRun* runs, uint64_t max_pages);
+	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
+	void balloon_list_mark_initialised(vb::PageRun run);
 	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn);
 	void adjust_managed_pages(vb::PageRun run, bool add);
 	uint64_t phys_addr(const void* buffer);

@@ -8,7 +8,8 @@ uint64_t driver_supported_features()
 	// Free page hinting and reporting are not driven by this core yet: accepting them
 	// would promise queues the driver does not serve.
 	return VB_FEATURE(VB_F_MUST_TELL_HOST) | VB_FEATURE(VB_F_STATS_VQ) |
-	       VB_FEATURE(VB_F_DEFLATE_ON_OOM) | VB_FEATURE(VB_F_PAGE_POISON);
+	       VB_FEATURE(VB_F_DEFLATE_ON_OOM) | VB_FEATURE(VB_F_PAGE_POISON) |
+	       VB_FEATURE(VB_F_X_CHUNKED) | VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
 }
 
 uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
@@ -19,6 +20,10 @@ uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
 	// into pages it hands back; a guest without init_on_free/poisoning writes nothing.
 	if (!traits.freed_pages_need_pattern)
 		accepted &= ~VB_FEATURE(VB_F_PAGE_POISON);
+	// The device's promise to initialise pages saves work only in a guest that would
+	// otherwise initialise them; elsewhere it would only cost the device a bitmap.
+	if (!traits.freed_pages_need_pattern)
+		accepted &= ~VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
 	return accepted;
 }
 

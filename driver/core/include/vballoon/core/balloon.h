@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vballoon/core/chunk_packer.h"
 #include "vballoon/core/features.h"
 #include "vballoon/core/os_interface.h"
 #include "vballoon/core/pfn_packer.h"
@@ -51,6 +52,7 @@ struct BalloonCounters {
 	Counter foreign_used_buffers; // the device returned a buffer we did not give it
 	Counter unreachable_pages;    // allocated pages beyond what a 32-bit PFN reaches
 	Counter queue_failures;       // the device refused buffers or went away mid-request
+	Counter pages_device_initialised; // 4 KiB units the device promised to initialise
 };
 
 template <BalloonOs Os> class Balloon {
@@ -66,12 +68,21 @@ public:
 	static constexpr unsigned kLargestChunkOrder = 9;
 	// Allocated blocks beyond 16 TiB held aside in one step before it gives up.
 	static constexpr size_t kUnreachableHeld = 16;
+	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one step may move
+	// (runs of 2 MiB make this 128 runs; the run arrays bound it when memory is fragmented).
+	static constexpr uint32_t kChunksPerMessageMax = 32;
+	static constexpr uint64_t kChunkedStepPfns = 65536;
+	static constexpr size_t kRunsPerStep = kPfnsPerStep;
 
 	Balloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits)
 		: os_(os), features_(negotiated_features), traits_(traits),
 		  pfns_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)),
 		  max_chunk_order_(min(kLargestChunkOrder, traits.max_alloc_order))
 	{
+		uint32_t ring = os.queue_size(QueueKind::kInflate);
+		// Leave room for every message in flight, and for the bitmap descriptor.
+		uint32_t per_message = ring / kMessagesInFlight > 2 ? ring / kMessagesInFlight - 1 : 1;
+		chunks_per_message_ = min(kChunksPerMessageMax, per_message);
 	}
 
 	Balloon(const Balloon&) = delete;
@@ -97,8 +108,14 @@ public:
 	void set_max_chunk_order(unsigned order) { max_chunk_order_ = min(order, traits_.max_alloc_order); }
 
 private:
-	struct PfnMessage {
+	// One inflate/deflate request. In PFN mode `pfns` is the payload; with VB_F_X_CHUNKED
+	// the chunk segments themselves are the payload and `pfns` is unused. With
+	// VB_F_X_INIT_ON_INFLATE the device writes one bit per PFN (or per chunk) into
+	// `initialised`.
+	struct Message {
 		uint32_t pfns[kPfnsPerMessage];
+		uint8_t initialised[kPfnsPerMessage / 8];
+		Segment chunks[kChunksPerMessageMax];
 		uint32_t count;
 	};
 
@@ -116,7 +133,11 @@ private:
 	// kPfnsPerMessage PFNs, several in flight, all acknowledged before it returns.
 	// Called with the balloon lock held.
 	bool tell_host(QueueKind queue, const PageRun* runs, size_t run_count);
+	bool add_message(QueueKind queue, Message& message);
 	bool wait_for_ack(QueueKind queue, uint32_t* in_flight);
+	void record_device_initialised(const Message& message, uint32_t written_bytes);
+	bool chunked() const { return negotiated(VB_F_X_CHUNKED); }
+	uint64_t step_pfns() const { return chunked() ? kChunkedStepPfns : kPfnsPerStep; }
 	void update_actual();
 
 	Os& os_;
@@ -124,16 +145,17 @@ private:
 	const GuestTraits traits_;
 	const uint32_t pfns_per_page_;
 	unsigned max_chunk_order_;
+	uint32_t chunks_per_message_;
 
 	Counter balloon_pfns_; // pages in the balloon, 4 KiB units (what `actual` reports)
 	BalloonCounters counters_;
 
 	// Buffers the device reads: they must live where phys_addr() can name them.
-	PfnMessage messages_[kMessagesInFlight];
+	Message messages_[kMessagesInFlight];
 	// Inflate fills its runs before it takes the lock; deflate (also reached from the OOM
 	// notifier) only under it. Separate arrays keep the two from ever sharing one.
-	PageRun inflate_runs_[kPfnsPerStep];
-	PageRun deflate_runs_[kPfnsPerStep];
+	PageRun inflate_runs_[kRunsPerStep];
+	PageRun deflate_runs_[kRunsPerStep];
 	vb_stat_entry stats_[VB_S_NR];
 	uint32_t stats_tag_mask_ = 0;
 	uint32_t stats_count_ = 0;
@@ -191,9 +213,9 @@ template <BalloonOs Os> StepResult Balloon<Os>::adjust_towards_target()
 	uint64_t current = balloon_pfns_.get();
 
 	if (target > current)
-		return inflate(min<uint64_t>(target - current, kPfnsPerStep));
+		return inflate(min<uint64_t>(target - current, step_pfns()));
 	if (target < current) {
-		deflate(min<uint64_t>(current - target, kPfnsPerStep));
+		deflate(min<uint64_t>(current - target, step_pfns()));
 		return balloon_pfns_.get() == target ? StepResult::kSettled : StepResult::kMoreWork;
 	}
 	return StepResult::kSettled;
@@ -208,7 +230,7 @@ template <BalloonOs Os> void Balloon<Os>::update_actual()
 template <BalloonOs Os> void Balloon<Os>::release_all()
 {
 	while (balloon_pfns_.get() != 0) {
-		if (deflate(kPfnsPerStep) == 0)
+		if (deflate(step_pfns()) == 0)
 			break;
 	}
 }

@@ -14,7 +14,7 @@ template <BalloonOs Os> uint64_t Balloon<Os>::deflate(uint64_t wanted_pfns)
 	uint64_t pages = 0;
 
 	os_.lock();
-	size_t run_count = os_.balloon_list_take(deflate_runs_, wanted_pfns / pfns_per_page_);
+	size_t run_count = os_.balloon_list_take(deflate_runs_, kRunsPerStep, wanted_pfns / pfns_per_page_);
 	for (size_t i = 0; i < run_count; i++)
 		pages += deflate_runs_[i].count;
 	if (!pages) {

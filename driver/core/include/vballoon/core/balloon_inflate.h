@@ -52,8 +52,12 @@ template <BalloonOs Os> size_t Balloon<Os>::allocate_runs(uint64_t wanted_pages,
 		} else if (last && block.first_pfn + block.count == last->first_pfn) {
 			last->first_pfn = block.first_pfn;
 			last->count += block.count;
-		} else {
+		} else if (run_count < kRunsPerStep) {
 			inflate_runs_[run_count++] = block;
+		} else {
+			// Fragmented memory filled the step's runs; the rest waits for the next step.
+			os_.free_page_run(block);
+			break;
 		}
 		allocated += block.count;
 	}

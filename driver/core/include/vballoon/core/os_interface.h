@@ -21,7 +21,12 @@ namespace vb {
 struct PageRun {
 	uint64_t first_pfn;
 	uint64_t count;
+	// kPageRunDeviceInitialised: the device promised these pages read back as zero (or
+	// poison_val), so the guest need not initialise them when it takes them back.
+	uint32_t flags = 0;
 };
+
+constexpr uint32_t kPageRunDeviceInitialised = 1;
 
 // A guest-physical buffer handed to a virtqueue.
 struct Segment {
@@ -67,12 +72,16 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //   alloc_pages_no_pressure(order, &pfn): a naturally aligned block of 2^order free pages,
 //     taken without reclaim, retries, warnings or emergency reserves; false when none is
 //     free. The block's pages belong to the caller afterwards.
-//   free_page_run(run): give pages back to the guest allocator.
+//   free_page_run(run): give pages back to the guest allocator. Unless run.flags has
+//     kPageRunDeviceInitialised, a guest that hands out initialised pages (init_on_free,
+//     poisoning) initialises them first.
 //   balloon_list_insert(run): the pages now belong to the balloon (in Linux: balloon
 //     compaction's list, so they stay movable).
-//   balloon_list_take(runs, max_pages): take up to max_pages pages off the balloon list,
-//     most recently inserted first, written as coalesced runs into runs[0..]; `runs` has
-//     room for max_pages entries. Returns the number of runs.
+//   balloon_list_take(runs, max_runs, max_pages): take up to max_pages pages off the
+//     balloon list, most recently inserted first, written as coalesced runs into
+//     runs[0..max_runs) (pages of one run share their flags); stops early when the runs
+//     are full. Returns the number of runs.
+//   balloon_list_mark_initialised(run): the device initialised these balloon pages.
 //   balloon_list_replace(old_pfn, new_pfn): compaction moved a ballooned page; the new
 //     page takes the old one's place on the balloon list.
 //   adjust_managed_pages(run, add): add the run's pages to (or remove them from) what the
@@ -96,8 +105,9 @@ concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, Page
 	{ os.alloc_pages_no_pressure(0u, pfn_out) } -> same_type<bool>;
 	os.free_page_run(run);
 	os.balloon_list_insert(run);
-	{ os.balloon_list_take(runs, uint64_t{1}) } -> same_type<size_t>;
+	{ os.balloon_list_take(runs, size_t{1}, uint64_t{1}) } -> same_type<size_t>;
 	os.balloon_list_replace(uint64_t{0}, uint64_t{1});
+	os.balloon_list_mark_initialised(run);
 	os.adjust_managed_pages(run, true);
 	{ os.phys_addr(buffer) } -> same_type<uint64_t>;
 	{ os.queue_add(QueueKind::kInflate, segments, 1u, segments, 0u, nullptr) } -> same_type<bool>;

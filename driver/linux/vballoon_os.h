@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The only boundary between the module's C glue and its C++ code.
+ *
+ * Valid as kernel C, as kernel C++ and as userspace C++: it includes no kernel header, so
+ * the C++ side never sees one (kernel headers are not C++). Types are fixed-width, as in
+ * spec/include/vballoon/spec/virtio_balloon.h.
+ *
+ *   vb_os_*         implemented in C (vballoon_main.c, vballoon_os.c), called by the C++
+ *                   adapter: what the core needs from the kernel (the vb::BalloonOs contract)
+ *   vballoon_core_* implemented in C++ (kernel_os.cpp), called by the C glue: the core's
+ *                   entry points, wrapped so that C can hold the core as an opaque pointer
+ */
+#ifndef VBALLOON_LINUX_VBALLOON_OS_H
+#define VBALLOON_LINUX_VBALLOON_OS_H
+
+#if defined(__KERNEL__) && !defined(__cplusplus)
+#include <linux/types.h>
+#include <linux/stdarg.h>
+#else
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The C side's per-device state; opaque to C++. */
+struct vballoon_dev;
+/* The C++ core object; opaque to C. */
+struct vballoon_core;
+
+/* Layout-compatible with vb::PageRun (checked in kernel_os.cpp). */
+struct vballoon_page_run {
+	uint64_t first_pfn;
+	uint64_t count;
+};
+
+/* Layout-compatible with vb::Segment (checked in kernel_os.cpp). */
+struct vballoon_segment {
+	uint64_t phys_addr;
+	uint32_t len;
+};
+
+/* vb::GuestTraits, spelled with C types. */
+struct vballoon_guest_traits {
+	uint32_t page_shift;
+	uint32_t free_page_pattern;
+	uint32_t max_alloc_order;
+	bool freed_pages_need_pattern;
+};
+
+/* vb::LogLevel values (checked in kernel_os.cpp). */
+#define VB_OS_LOG_ERROR 0u
+#define VB_OS_LOG_WARNING 1u
+#define VB_OS_LOG_INFO 2u
+#define VB_OS_LOG_DEBUG 3u
+
+/* vb::StepResult values (checked in kernel_os.cpp). */
+#define VB_OS_STEP_SETTLED 0
+#define VB_OS_STEP_MORE_WORK 1
+#define VB_OS_STEP_STALLED 2
+
+/*
+ * Queues are named by their spec kind (VB_QUEUE_* of the spec header), never by transport
+ * index: the C side maps kinds onto the dense indices virtio_find_vqs() created.
+ */
+
+/* ---- Implemented in C: the kernel services behind vb::BalloonOs ---------------------- */
+
+bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *pfn);
+void vb_os_free_page_run(struct vballoon_dev *dev, uint64_t first_pfn, uint64_t count);
+void vb_os_balloon_list_insert(struct vballoon_dev *dev, uint64_t first_pfn, uint64_t count);
+size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+			       uint64_t max_pages);
+void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint64_t new_pfn);
+void vb_os_adjust_managed_pages(struct vballoon_dev *dev, uint64_t first_pfn, uint64_t count,
+				bool add);
+uint64_t vb_os_phys_addr(const void *buffer);
+bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
+		     const struct vballoon_segment *out, unsigned int n_out,
+		     const struct vballoon_segment *in, unsigned int n_in, void *token);
+void vb_os_queue_kick(struct vballoon_dev *dev, unsigned int kind);
+void *vb_os_queue_get_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len);
+void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len);
+uint32_t vb_os_queue_size(struct vballoon_dev *dev, unsigned int kind);
+uint32_t vb_os_config_read32(struct vballoon_dev *dev, uint32_t offset);
+void vb_os_config_write32(struct vballoon_dev *dev, uint32_t offset, uint32_t value);
+/* Fills values[tag] (VB_S_NR entries) and returns the mask of tags it can report. */
+uint32_t vb_os_memory_stats(struct vballoon_dev *dev, uint64_t *values);
+void vb_os_lock(struct vballoon_dev *dev);
+void vb_os_unlock(struct vballoon_dev *dev);
+bool vb_os_try_lock(struct vballoon_dev *dev);
+void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, va_list args);
+
+/* ---- Implemented in C++: the core, behind an opaque pointer ---------------------------- */
+
+/* The memory vballoon_core_init() needs, and the alignment it must have. */
+size_t vballoon_core_size(void);
+size_t vballoon_core_align(void);
+
+/* What to accept of the device-specific feature bits (0-23) `offered`. */
+uint64_t vballoon_accept_features(uint64_t offered, const struct vballoon_guest_traits *traits);
+
+/*
+ * Constructs the core in `mem` (vballoon_core_size() bytes of kmalloc memory: the core
+ * holds the buffers the device reads, so virt_to_phys() must work on it). Returns NULL if
+ * `mem` is too small or misaligned.
+ */
+struct vballoon_core *vballoon_core_init(void *mem, size_t size, struct vballoon_dev *dev,
+					 uint64_t features,
+					 const struct vballoon_guest_traits *traits);
+void vballoon_core_destroy(struct vballoon_core *core);
+
+bool vballoon_core_prepare(struct vballoon_core *core);
+void vballoon_core_start(struct vballoon_core *core);
+int vballoon_core_adjust(struct vballoon_core *core);
+uint64_t vballoon_core_deflate_for_oom(struct vballoon_core *core);
+void vballoon_core_handle_stats_request(struct vballoon_core *core);
+bool vballoon_core_migrate_page(struct vballoon_core *core, uint64_t old_pfn, uint64_t new_pfn);
+void vballoon_core_release_all(struct vballoon_core *core);
+uint64_t vballoon_core_target_pfns(struct vballoon_core *core);
+uint64_t vballoon_core_balloon_pfns(const struct vballoon_core *core);
+void vballoon_core_set_max_chunk_order(struct vballoon_core *core, unsigned int order);
+
+/* The core's counters by index, for debugfs: the name, or NULL past the last one. */
+const char *vballoon_core_counter(const struct vballoon_core *core, unsigned int index,
+				  uint64_t *value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VBALLOON_LINUX_VBALLOON_OS_H */
