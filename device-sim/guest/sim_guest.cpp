@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "sim_guest.h"
+
+#include <poll.h>
+
+#include <new>
+#include <sstream>
+#include <stdexcept>
+
+#include "vballoon/core/features.h"
+
+namespace vbsim {
+
+namespace {
+
+constexpr uint64_t kPageBytes = GuestMemory::kPageBytes;
+// Nothing of the kernel area below 64 KiB is used, so guest-physical 0 never names a buffer.
+constexpr uint64_t kKernelAreaStart = 64 * 1024;
+constexpr uint16_t kIndirectTableEntries = 64;
+constexpr uint64_t kRingFeatures = VB_FEATURE(VB_F_VERSION_1) | VB_FEATURE(VB_F_RING_EVENT_IDX) |
+				   VB_FEATURE(VB_F_RING_INDIRECT_DESC);
+constexpr uint64_t kDeviceSpecificBits = (1ull << 24) - 1;
+
+uint64_t align_up(uint64_t value, uint64_t align)
+{
+	return (value + align - 1) / align * align;
+}
+
+} // namespace
+
+SimGuest::SimGuest(GuestMemory& memory, Transport& transport, SimGuestOptions options)
+	: memory_(memory), transport_(transport), options_(options)
+{
+	if (options.kernel_bytes % (4ull << 20) != 0 || options.kernel_bytes >= memory.size())
+		throw std::invalid_argument("the kernel area must be a multiple of 4 MiB, smaller than RAM");
+	uint64_t first_pfn = options.kernel_bytes / kPageBytes;
+	allocator_ = std::make_unique<BuddyAllocator>(first_pfn, memory.size() / kPageBytes - first_pfn);
+	os_ = std::make_unique<SimOs>(memory, transport, *allocator_, options.free_policy, options.verbose);
+	kernel_next_ = kKernelAreaStart;
+}
+
+SimGuest::~SimGuest()
+{
+	remove();
+}
+
+uint64_t SimGuest::kernel_alloc(uint64_t bytes, uint64_t align)
+{
+	uint64_t at = align_up(kernel_next_, align);
+	if (at + bytes > options_.kernel_bytes)
+		throw std::length_error("the simulated kernel area is full");
+	kernel_next_ = at + bytes;
+	return at;
+}
+
+std::string SimGuest::probe()
+{
+	transport_.set_status(0);
+	transport_.set_status(VB_STATUS_ACKNOWLEDGE);
+	transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER);
+
+	uint64_t offered = transport_.device_features();
+	if (!(offered & VB_FEATURE(VB_F_VERSION_1))) {
+		transport_.set_status(transport_.status() | VB_STATUS_FAILED);
+		return "the device is legacy-only (no VERSION_1)";
+	}
+	vb::GuestTraits traits;
+	traits.freed_pages_need_pattern = options_.free_policy.initialise;
+	traits.free_page_pattern = 0x01010101u * options_.free_policy.byte;
+	traits.max_alloc_order = BuddyAllocator::kMaxOrder;
+	uint64_t ring_features = VB_FEATURE(VB_F_VERSION_1);
+	if (options_.event_idx)
+		ring_features |= offered & VB_FEATURE(VB_F_RING_EVENT_IDX);
+	if (options_.indirect_descriptors)
+		ring_features |= offered & VB_FEATURE(VB_F_RING_INDIRECT_DESC);
+	uint64_t device_bits = vb::accept_features(offered & kDeviceSpecificBits, traits) & ~options_.refused_features;
+	uint64_t features = device_bits | ring_features;
+
+	if (!transport_.set_driver_features(features))
+		return "the transport refused the driver's features";
+	transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER | VB_STATUS_FEATURES_OK);
+	if (!(transport_.status() & VB_STATUS_FEATURES_OK)) {
+		transport_.set_status(transport_.status() | VB_STATUS_FAILED);
+		return "the device refused FEATURES_OK";
+	}
+	negotiated_features_ = features;
+	bool indirect = features & VB_FEATURE(VB_F_RING_INDIRECT_DESC);
+
+	for (int kind = 0; kind < VB_QUEUE_KIND_COUNT; kind++) {
+		int index = vb_queue_index(features, static_cast<vb_queue_kind>(kind));
+		if (index < 0)
+			continue;
+		uint16_t size = transport_.queue_max_size(static_cast<unsigned>(index));
+		if (size == 0)
+			return "the device has no queue " + std::to_string(index);
+		DriverRing::Config config;
+		config.size = size;
+		config.areas = contiguous_queue_areas(kernel_alloc(vb_vring_total_bytes(size, VB_VRING_USED_ALIGN), 4096),
+						      size);
+		config.event_idx = features & VB_FEATURE(VB_F_RING_EVENT_IDX);
+		config.indirect_desc = indirect;
+		if (indirect) {
+			config.indirect_table_entries = kIndirectTableEntries;
+			config.indirect_area_gpa =
+				kernel_alloc(DriverRing::indirect_area_bytes(size, kIndirectTableEntries), 16);
+		}
+		auto ring = std::make_unique<DriverRing>(memory_, config);
+		QueueSetupError error = transport_.setup_queue(static_cast<unsigned>(index), size, config.areas);
+		if (error != QueueSetupError::kNone)
+			return "the device refused queue " + std::to_string(index);
+		os_->set_ring(static_cast<vb::QueueKind>(kind), static_cast<unsigned>(index), std::move(ring));
+	}
+
+	uint64_t core_gpa = kernel_alloc(sizeof(Core), alignof(Core));
+	void* core_memory = memory_.translate(core_gpa, sizeof(Core));
+	core_ = new (core_memory) Core(*os_, device_bits, traits);
+	core_->set_max_chunk_order(options_.max_chunk_order);
+	if (!core_->prepare()) {
+		core_->~Core();
+		core_ = nullptr;
+		transport_.set_status(transport_.status() | VB_STATUS_FAILED);
+		return "the driver could not prime its queues";
+	}
+	transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER | VB_STATUS_FEATURES_OK |
+			      VB_STATUS_DRIVER_OK);
+	core_->start();
+	worker_ = std::thread([this] { worker(); });
+	return "";
+}
+
+void SimGuest::remove()
+{
+	if (!core_)
+		return;
+	stop_.signal();
+	if (worker_.joinable())
+		worker_.join();
+	// Like Linux's remove: give every page back while the device still listens, then reset.
+	if (transport_.status() & VB_STATUS_DRIVER_OK && !(transport_.status() & VB_STATUS_NEEDS_RESET))
+		core_->release_all();
+	os_->abort_waits();
+	transport_.set_status(0);
+	// Pages the device never acknowledged are still the guest's: take them back too.
+	vb::PageRun runs[64];
+	for (;;) {
+		os_->lock();
+		size_t count = os_->balloon_list_take(runs, 64, UINT64_MAX);
+		os_->unlock();
+		if (!count)
+			break;
+		for (size_t i = 0; i < count; i++)
+			os_->free_page_run(runs[i]);
+	}
+	core_->~Core();
+	core_ = nullptr;
+}
+
+void SimGuest::adjust_pass()
+{
+	uint32_t generation = transport_.config_generation();
+	{
+		std::lock_guard lock(state_mutex_);
+		pass_running_ = true;
+	}
+	vb::StepResult result;
+	do {
+		result = core_->adjust_towards_target();
+		struct pollfd stop = {stop_.fd(), POLLIN, 0};
+		if (poll(&stop, 1, 0) > 0)
+			break;
+	} while (result == vb::StepResult::kMoreWork);
+	{
+		std::lock_guard lock(state_mutex_);
+		handled_generation_ = generation;
+		last_result_ = result;
+		pass_running_ = false;
+	}
+	state_changed_.notify_all();
+}
+
+void SimGuest::worker()
+{
+	int stats_fd = os_->call_fd(vb::QueueKind::kStats);
+	adjust_pass(); // a target set before the driver bound counts too
+	for (;;) {
+		struct pollfd fds[4] = {{stop_.fd(), POLLIN, 0},
+					{transport_.config_change_fd(), POLLIN, 0},
+					{retry_.fd(), POLLIN, 0},
+					{stats_fd, POLLIN, 0}};
+		if (poll(fds, stats_fd >= 0 ? 4 : 3, -1) < 0)
+			continue;
+		if (fds[0].revents & POLLIN)
+			return;
+		if (stats_fd >= 0 && fds[3].revents & POLLIN) {
+			uint64_t drained;
+			if (read(stats_fd, &drained, sizeof(drained)) < 0) {
+				// Already drained; the used ring is what counts.
+			}
+			core_->handle_stats_request();
+			state_changed_.notify_all();
+		}
+		bool config_changed = fds[1].revents & POLLIN;
+		bool retry = fds[2].revents & POLLIN;
+		if (config_changed) {
+			uint64_t drained;
+			if (read(transport_.config_change_fd(), &drained, sizeof(drained)) < 0) {
+			}
+		}
+		if (retry)
+			retry_.drain();
+		if (config_changed || (retry && last_result_ == vb::StepResult::kStalled))
+			adjust_pass();
+	}
+}
+
+std::optional<vb::StepResult> SimGuest::wait_until_settled(std::chrono::milliseconds timeout)
+{
+	std::unique_lock lock(state_mutex_);
+	bool done = state_changed_.wait_for(lock, timeout, [this] {
+		return !pass_running_ && handled_generation_ == transport_.config_generation();
+	});
+	if (!done)
+		return std::nullopt;
+	return last_result_;
+}
+
+bool SimGuest::wait_for_stats_reports(uint64_t count, std::chrono::milliseconds timeout)
+{
+	std::unique_lock lock(state_mutex_);
+	return state_changed_.wait_for(lock, timeout,
+				       [&] { return core_ && core_->counters().stats_reports.get() >= count; });
+}
+
+UserMemory SimGuest::allocate_user_memory(uint64_t pages, uint8_t fill_byte)
+{
+	UserMemory user;
+	unsigned order = BuddyAllocator::kMaxOrder;
+
+	while (user.pages < pages) {
+		uint64_t left = pages - user.pages;
+		while (order > 0 && (1ull << order) > left)
+			order--;
+		auto block = allocator_->allocate(order);
+		if (!block) {
+			if (order > 0) {
+				order--;
+				continue;
+			}
+			// Out of memory: the OOM notifier chain runs before anything is killed.
+			oom_notifications_++;
+			if (core_ && core_->deflate_for_oom() > 0) {
+				order = BuddyAllocator::kMaxOrder;
+				continue;
+			}
+			user.oom_killed = true;
+			break;
+		}
+		vb::PageRun run = {*block, 1ull << order};
+		os_->check_reuse(run.first_pfn, run.count);
+		if (!memory_.fill(run.first_pfn * kPageBytes, fill_byte, run.count * kPageBytes))
+			throw std::logic_error("user memory outside guest RAM");
+		os_->count_minor_faults(run.count);
+		user.runs.push_back(run);
+		user.pages += run.count;
+	}
+	user_pages_ += user.pages;
+	return user;
+}
+
+void SimGuest::free_user_memory(UserMemory& user)
+{
+	for (const vb::PageRun& run : user.runs) {
+		if (!allocator_->free_run(run.first_pfn, run.count))
+			throw std::logic_error("user memory freed twice");
+	}
+	user_pages_ -= user.pages;
+	user.runs.clear();
+	user.pages = 0;
+	retry_.signal();
+}
+
+bool SimGuest::migrate_balloon_page(uint64_t pfn)
+{
+	auto target = allocator_->allocate(0);
+	if (!target || !core_)
+		return false;
+	if (!core_->migrate_page(pfn, *target)) {
+		allocator_->free_run(*target, 1);
+		return false;
+	}
+	// The old page left the balloon; compaction hands it back to the allocator.
+	return allocator_->free_run(pfn, 1);
+}
+
+std::string SimGuest::check_accounting() const
+{
+	std::ostringstream problems;
+	problems << allocator_->check_consistency();
+	BuddyAllocator::Counts counts = allocator_->counts();
+	uint64_t listed = os_->balloon_list().pages();
+	if (counts.balloon != listed)
+		problems << "allocator holds " << counts.balloon << " balloon pages, the list " << listed << "\n";
+	if (core_ && core_->balloon_pfns() != listed)
+		problems << "driver counts " << core_->balloon_pfns() << " balloon pages, the list " << listed
+			 << "\n";
+	if (counts.used < user_pages_)
+		problems << "fewer used pages (" << counts.used << ") than user memory (" << user_pages_ << ")\n";
+	return problems.str();
+}
+
+} // namespace vbsim

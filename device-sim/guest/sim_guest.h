@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The simulated guest: a tiny OS around the driver core. It boots the driver against the
+// transport as a virtio driver would (status handshake, feature negotiation, queues in
+// guest RAM), runs the driver's work on its own thread (config changes, stats requests),
+// and offers the workloads tests need: user memory that really touches guest RAM, the OOM
+// path, compaction moving a ballooned page, unbinding the driver.
+//
+// Guest RAM layout: the first `kernel_bytes` hold the "kernel": rings, indirect tables and
+// the driver core object (whose PFN arrays the device reads). The buddy allocator manages
+// the rest. The kernel area is written directly by the core, not through GuestMemory's
+// write helpers; a migration model treats it as always dirty, as a real kernel's own data.
+#ifndef VBSIM_GUEST_SIM_GUEST_H
+#define VBSIM_GUEST_SIM_GUEST_H
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "buddy_allocator.h"
+#include "sim_os.h"
+#include "vballoon/core/balloon.h"
+
+namespace vbsim {
+
+struct SimGuestOptions {
+	uint64_t kernel_bytes = 4ull << 20;
+	// Largest block the balloon allocates (0: page at a time, as Linux's driver).
+	unsigned max_chunk_order = 9;
+	FreePagePolicy free_policy;
+	bool event_idx = true;
+	bool indirect_descriptors = true;
+	// Device-specific feature bits the driver refuses even when it supports them.
+	uint64_t refused_features = 0;
+	bool verbose = false;
+};
+
+struct UserMemory {
+	std::vector<vb::PageRun> runs;
+	uint64_t pages = 0;
+	bool oom_killed = false; // the guest ran out and the balloon had nothing left to give
+};
+
+class SimGuest {
+public:
+	using Core = vb::Balloon<SimOs>;
+
+	SimGuest(GuestMemory& memory, Transport& transport, SimGuestOptions options = {});
+	~SimGuest();
+	SimGuest(const SimGuest&) = delete;
+	SimGuest& operator=(const SimGuest&) = delete;
+
+	// Binds the driver. Returns an empty string, or why the device was refused.
+	std::string probe();
+	// Unbinds: every balloon page goes back to the guest, then the device is reset.
+	void remove();
+	bool bound() const { return core_ != nullptr; }
+
+	// Blocks until the driver has handled every config change the device made and has
+	// settled or stalled; nullopt when `timeout` passed first (a hung device).
+	std::optional<vb::StepResult> wait_until_settled(std::chrono::milliseconds timeout);
+	// Blocks until the driver answered `count` stats requests in total.
+	bool wait_for_stats_reports(uint64_t count, std::chrono::milliseconds timeout);
+
+	// Allocates and writes `pages` of user memory, running the OOM notifier when the
+	// allocator is empty.
+	UserMemory allocate_user_memory(uint64_t pages, uint8_t fill_byte);
+	void free_user_memory(UserMemory& memory);
+	// Compaction moves ballooned page `pfn` to a free page; false when the balloon was busy
+	// or no page was free.
+	bool migrate_balloon_page(uint64_t pfn);
+
+	void set_host_owns_probe(SimOs::HostOwnsPage probe) { os_->set_host_owns_probe(std::move(probe)); }
+
+	// Invariants: free + used + balloon == managed frames, the balloon list matches the
+	// allocator, and the driver's count matches both. Empty when all hold.
+	std::string check_accounting() const;
+
+	const Core* core() const { return core_; }
+	Core* core() { return core_; }
+	SimOs& os() { return *os_; }
+	const SimOs& os() const { return *os_; }
+	BuddyAllocator& allocator() { return *allocator_; }
+	const BuddyAllocator& allocator() const { return *allocator_; }
+	uint64_t negotiated_features() const { return negotiated_features_; }
+	uint64_t oom_notifications() const { return oom_notifications_; }
+	uint64_t user_pages() const { return user_pages_; }
+
+private:
+	uint64_t kernel_alloc(uint64_t bytes, uint64_t align);
+	void worker();
+	void adjust_pass();
+
+	GuestMemory& memory_;
+	Transport& transport_;
+	const SimGuestOptions options_;
+	std::unique_ptr<BuddyAllocator> allocator_;
+	std::unique_ptr<SimOs> os_;
+	Core* core_ = nullptr;
+	uint64_t kernel_next_ = 0;
+	uint64_t negotiated_features_ = 0;
+
+	std::thread worker_;
+	EventFd stop_;
+	EventFd retry_; // memory was freed: a stalled inflate may go on
+	mutable std::mutex state_mutex_;
+	std::condition_variable state_changed_;
+	uint32_t handled_generation_ = 0;
+	bool pass_running_ = true; // until the first pass after probe has run
+	vb::StepResult last_result_ = vb::StepResult::kSettled;
+	std::atomic<uint64_t> oom_notifications_{0};
+	std::atomic<uint64_t> user_pages_{0};
+};
+
+} // namespace vbsim
+
+#endif

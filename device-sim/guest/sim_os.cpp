@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "sim_os.h"
+
+#include <poll.h>
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+namespace vbsim {
+
+namespace {
+
+constexpr uint64_t kPageBytes = GuestMemory::kPageBytes;
+
+std::vector<Segment> to_sim_segments(const vb::Segment* segments, unsigned count)
+{
+	std::vector<Segment> out(count);
+	for (unsigned i = 0; i < count; i++)
+		out[i] = {segments[i].phys_addr, segments[i].len};
+	return out;
+}
+
+} // namespace
+
+SimOs::SimOs(GuestMemory& memory, Transport& transport, BuddyAllocator& allocator,
+	     FreePagePolicy free_policy, bool verbose)
+	: memory_(memory), transport_(transport), allocator_(allocator), free_policy_(free_policy),
+	  verbose_(verbose), ram_base_(memory.translate(0, memory.size()))
+{
+	transport_index_.fill(-1);
+}
+
+void SimOs::set_ring(vb::QueueKind kind, unsigned transport_index, std::unique_ptr<DriverRing> ring)
+{
+	rings_[static_cast<size_t>(kind)] = std::move(ring);
+	transport_index_[static_cast<size_t>(kind)] = static_cast<int>(transport_index);
+}
+
+void SimOs::abort_waits()
+{
+	aborted_ = true;
+	abort_.signal();
+}
+
+bool SimOs::alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
+{
+	auto block = allocator_.allocate(order);
+	if (!block)
+		return false;
+	*pfn = *block;
+	return true;
+}
+
+void SimOs::free_page_run(vb::PageRun run)
+{
+	check_reuse(run.first_pfn, run.count);
+	if (free_policy_.initialise) {
+		if (run.flags & vb::kPageRunDeviceInitialised) {
+			counters_.pages_skipped_initialising += run.count;
+		} else {
+			auto start = std::chrono::steady_clock::now();
+			if (!memory_.fill(run.first_pfn * kPageBytes, free_policy_.byte, run.count * kPageBytes))
+				counters_.bad_page_operations++;
+			counters_.guest_init_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+							   std::chrono::steady_clock::now() - start)
+							   .count();
+			counters_.pages_initialised_by_guest += run.count;
+		}
+	}
+	if (!allocator_.free_run(run.first_pfn, run.count))
+		counters_.bad_page_operations++;
+}
+
+void SimOs::balloon_list_insert(vb::PageRun run)
+{
+	if (!allocator_.move_to_balloon(run.first_pfn, run.count)) {
+		counters_.bad_page_operations++;
+		return;
+	}
+	balloon_list_.insert(run);
+}
+
+size_t SimOs::balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
+{
+	size_t count = balloon_list_.take(runs, max_runs, max_pages);
+	for (size_t i = 0; i < count; i++) {
+		if (!allocator_.move_from_balloon(runs[i].first_pfn, runs[i].count))
+			counters_.bad_page_operations++;
+	}
+	return count;
+}
+
+void SimOs::balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn)
+{
+	if (!balloon_list_.replace(old_pfn, new_pfn) || !allocator_.move_from_balloon(old_pfn, 1) ||
+	    !allocator_.move_to_balloon(new_pfn, 1))
+		counters_.bad_page_operations++;
+}
+
+void SimOs::balloon_list_mark_initialised(vb::PageRun run)
+{
+	if (!balloon_list_.mark_initialised(run))
+		counters_.bad_page_operations++;
+}
+
+void SimOs::adjust_managed_pages(vb::PageRun run, bool add)
+{
+	managed_delta_ += add ? static_cast<int64_t>(run.count) : -static_cast<int64_t>(run.count);
+}
+
+int64_t SimOs::managed_pages() const
+{
+	return static_cast<int64_t>(allocator_.counts().managed) + managed_delta_.load();
+}
+
+uint64_t SimOs::phys_addr(const void* buffer)
+{
+	auto* byte = static_cast<const uint8_t*>(buffer);
+	if (byte < ram_base_ || byte >= ram_base_ + memory_.size())
+		throw std::logic_error("a driver buffer outside guest RAM cannot be named to the device");
+	return static_cast<uint64_t>(byte - ram_base_);
+}
+
+bool SimOs::queue_add(vb::QueueKind kind, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
+		      unsigned n_in, void* token)
+{
+	DriverRing* ring_for_kind = ring(kind);
+	if (!ring_for_kind)
+		return false;
+	std::vector<Segment> out_segments = to_sim_segments(out, n_out);
+	std::vector<Segment> in_segments = to_sim_segments(in, n_in);
+	return ring_for_kind->add(out_segments.data(), n_out, in_segments.data(), n_in, token);
+}
+
+void SimOs::queue_kick(vb::QueueKind kind)
+{
+	DriverRing* ring_for_kind = ring(kind);
+	if (ring_for_kind && ring_for_kind->kick_prepare())
+		transport_.notify(static_cast<unsigned>(transport_index_[static_cast<size_t>(kind)]));
+}
+
+void* SimOs::queue_get_used(vb::QueueKind kind, uint32_t* len)
+{
+	DriverRing* ring_for_kind = ring(kind);
+	return ring_for_kind ? ring_for_kind->get_used(len) : nullptr;
+}
+
+int SimOs::call_fd(vb::QueueKind kind) const
+{
+	int index = transport_index_[static_cast<size_t>(kind)];
+	return index < 0 ? -1 : transport_.call_fd(static_cast<unsigned>(index));
+}
+
+void* SimOs::queue_wait_used(vb::QueueKind kind, uint32_t* len)
+{
+	DriverRing* ring_for_kind = ring(kind);
+	if (!ring_for_kind)
+		return nullptr;
+	for (;;) {
+		if (void* token = ring_for_kind->get_used(len))
+			return token;
+		if (ring_for_kind->broken() || aborted_)
+			return nullptr;
+		// Re-check after enabling interrupts: an entry that raced in would otherwise
+		// never be announced.
+		if (!ring_for_kind->enable_interrupts())
+			continue;
+		struct pollfd fds[2] = {{call_fd(kind), POLLIN, 0}, {abort_.fd(), POLLIN, 0}};
+		if (poll(fds, 2, -1) < 0)
+			continue;
+		if (fds[0].revents & POLLIN) {
+			uint64_t drained;
+			if (read(fds[0].fd, &drained, sizeof(drained)) < 0) {
+				// Non-blocking fd already drained by a racing read: fine, re-check.
+			}
+		}
+	}
+}
+
+uint32_t SimOs::queue_size(vb::QueueKind kind)
+{
+	DriverRing* ring_for_kind = ring(kind);
+	return ring_for_kind ? ring_for_kind->size() : 0;
+}
+
+uint32_t SimOs::config_read32(uint32_t offset)
+{
+	return transport_.config_read32(offset);
+}
+
+void SimOs::config_write32(uint32_t offset, uint32_t value)
+{
+	transport_.config_write32(offset, value);
+}
+
+void SimOs::memory_stats(vb::MemoryStats* stats)
+{
+	BuddyAllocator::Counts counts = allocator_.counts();
+	*stats = {};
+	stats->present_mask = (1u << VB_S_SWAP_IN) | (1u << VB_S_SWAP_OUT) | (1u << VB_S_MAJFLT) |
+			      (1u << VB_S_MINFLT) | (1u << VB_S_MEMFREE) | (1u << VB_S_MEMTOT) |
+			      (1u << VB_S_AVAIL) | (1u << VB_S_CACHES);
+	// The simulated guest has no swap and no page cache: those are honestly zero.
+	stats->value[VB_S_MINFLT] = minor_faults_;
+	stats->value[VB_S_MEMFREE] = counts.free * kPageBytes;
+	stats->value[VB_S_MEMTOT] = static_cast<uint64_t>(managed_pages()) * kPageBytes;
+	stats->value[VB_S_AVAIL] = counts.free * kPageBytes;
+}
+
+void SimOs::vlog(vb::LogLevel level, const char* fmt, va_list args)
+{
+	if (level <= vb::LogLevel::kWarning)
+		counters_.warnings_logged++;
+	if (verbose_ || level == vb::LogLevel::kError)
+		vfprintf(stderr, fmt, args);
+}
+
+void SimOs::check_reuse(uint64_t first_pfn, uint64_t count)
+{
+	if (!host_owns_)
+		return;
+	for (uint64_t pfn = first_pfn; pfn < first_pfn + count; pfn++) {
+		if (host_owns_(pfn))
+			counters_.must_tell_host_violations++;
+	}
+}
+
+static_assert(vb::BalloonOs<SimOs>);
+
+} // namespace vbsim

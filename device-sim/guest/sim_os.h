@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The core's OS contract (vb::BalloonOs), implemented by the simulated guest: pages from
+// the buddy allocator, the balloon list, driver buffers in guest RAM, split rings in guest
+// RAM, notifications through the transport's eventfds.
+#ifndef VBSIM_GUEST_SIM_OS_H
+#define VBSIM_GUEST_SIM_OS_H
+
+#include <array>
+#include <atomic>
+#include <cstdarg>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "balloon_page_list.h"
+#include "buddy_allocator.h"
+#include "memory/guest_memory.h"
+#include "transport/event_fd.h"
+#include "transport/transport.h"
+#include "vballoon/core/os_interface.h"
+#include "virtqueue/driver_ring.h"
+
+namespace vbsim {
+
+struct SimOsCounters {
+	std::atomic<uint64_t> pages_initialised_by_guest{0}; // zeroed or poisoned on the way back
+	std::atomic<uint64_t> guest_init_ns{0};              // time spent doing that
+	std::atomic<uint64_t> pages_skipped_initialising{0}; // the device had done it
+	std::atomic<uint64_t> must_tell_host_violations{0};  // a page reused while the host owns it
+	std::atomic<uint64_t> bad_page_operations{0};        // double free, free of a foreign page...
+	std::atomic<uint64_t> warnings_logged{0};
+};
+
+// How the guest initialises pages it frees (Linux's init_on_free or page poisoning).
+struct FreePagePolicy {
+	bool initialise = false;
+	uint8_t byte = 0; // 0 for init_on_free, 0xaa for page poisoning
+};
+
+class SimOs {
+public:
+	using HostOwnsPage = std::function<bool(uint64_t pfn)>;
+
+	SimOs(GuestMemory& memory, Transport& transport, BuddyAllocator& allocator,
+	      FreePagePolicy free_policy, bool verbose);
+
+	void set_ring(vb::QueueKind kind, unsigned transport_index, std::unique_ptr<DriverRing> ring);
+	void set_host_owns_probe(HostOwnsPage probe) { host_owns_ = std::move(probe); }
+	// Makes every blocked queue_wait_used() return nullptr (device going away).
+	void abort_waits();
+
+	// ---- vb::BalloonOs ------------------------------------------------------------------
+	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn);
+	void free_page_run(vb::PageRun run);
+	void balloon_list_insert(vb::PageRun run);
+	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
+	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn);
+	void balloon_list_mark_initialised(vb::PageRun run);
+	void adjust_managed_pages(vb::PageRun run, bool add);
+	uint64_t phys_addr(const void* buffer);
+	bool queue_add(vb::QueueKind kind, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
+		       unsigned n_in, void* token);
+	void queue_kick(vb::QueueKind kind);
+	void* queue_get_used(vb::QueueKind kind, uint32_t* len);
+	void* queue_wait_used(vb::QueueKind kind, uint32_t* len);
+	uint32_t queue_size(vb::QueueKind kind);
+	uint32_t config_read32(uint32_t offset);
+	void config_write32(uint32_t offset, uint32_t value);
+	void memory_stats(vb::MemoryStats* stats);
+	void lock() { balloon_lock_.lock(); }
+	void unlock() { balloon_lock_.unlock(); }
+	bool try_lock() { return balloon_lock_.try_lock(); }
+	void vlog(vb::LogLevel level, const char* fmt, va_list args);
+
+	// ---- The rest of the guest ----------------------------------------------------------
+	// Checks pages the guest is about to use against the host's ownership.
+	void check_reuse(uint64_t first_pfn, uint64_t count);
+	void count_minor_faults(uint64_t pages) { minor_faults_ += pages; }
+	int64_t managed_pages() const;
+	const BalloonPageList& balloon_list() const { return balloon_list_; }
+	const SimOsCounters& counters() const { return counters_; }
+	DriverRing* ring(vb::QueueKind kind) { return rings_[static_cast<size_t>(kind)].get(); }
+	int call_fd(vb::QueueKind kind) const;
+
+private:
+	GuestMemory& memory_;
+	Transport& transport_;
+	BuddyAllocator& allocator_;
+	const FreePagePolicy free_policy_;
+	const bool verbose_;
+	uint8_t* ram_base_;
+
+	std::mutex balloon_lock_;
+	BalloonPageList balloon_list_;
+	std::atomic<int64_t> managed_delta_{0};
+	std::atomic<uint64_t> minor_faults_{0};
+	std::array<std::unique_ptr<DriverRing>, VB_QUEUE_KIND_COUNT> rings_;
+	std::array<int, VB_QUEUE_KIND_COUNT> transport_index_{};
+	EventFd abort_;
+	std::atomic<bool> aborted_{false};
+	HostOwnsPage host_owns_;
+	SimOsCounters counters_;
+};
+
+} // namespace vbsim
+
+#endif
