@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "scenario.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <memory>
+
+#include "balloon/balloon_device.h"
+#include "sim_guest.h"
+
+namespace vbsim {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kPagesPerMib = 256;
+constexpr std::chrono::minutes kSettleTimeout{10};
+
+double ms_since(Clock::time_point start)
+{
+	return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+uint64_t device_queue_total(const BalloonDevice& device, uint64_t (BalloonDevice::*per_queue)(vb_queue_kind) const)
+{
+	uint64_t total = 0;
+	for (int kind = 0; kind < VB_QUEUE_KIND_COUNT; kind++)
+		total += (device.*per_queue)(static_cast<vb_queue_kind>(kind));
+	return total;
+}
+
+// Counters are cumulative; a phase reports the difference.
+struct Snapshot {
+	uint64_t inflate_requests, deflate_requests, pages_inflated, pages_deflated, pages_discarded,
+		discard_calls, kicks, interrupts, driver_messages_inflate, driver_messages_deflate;
+
+	static Snapshot take(const BalloonDevice& device, const SimGuest& guest)
+	{
+		const BalloonCounters& c = device.counters();
+		return {c.inflate_requests.load(),
+			c.deflate_requests.load(),
+			c.pages_inflated.load(),
+			c.pages_deflated.load(),
+			c.pages_discarded.load(),
+			c.discard_calls.load(),
+			device_queue_total(device, &BalloonDevice::kicks_received),
+			device_queue_total(device, &BalloonDevice::interrupts_sent),
+			guest.core()->counters().inflate_messages.get(),
+			guest.core()->counters().deflate_messages.get()};
+	}
+};
+
+void record_phase(PhaseResult& phase, const Snapshot& before, const Snapshot& after, bool inflate)
+{
+	phase.device_requests = inflate ? after.inflate_requests - before.inflate_requests
+					: after.deflate_requests - before.deflate_requests;
+	phase.device_pages = inflate ? after.pages_inflated - before.pages_inflated
+				     : after.pages_deflated - before.pages_deflated;
+	phase.pages_discarded = after.pages_discarded - before.pages_discarded;
+	phase.discard_calls = after.discard_calls - before.discard_calls;
+	phase.kicks = after.kicks - before.kicks;
+	phase.interrupts = after.interrupts - before.interrupts;
+	phase.driver_messages = inflate ? after.driver_messages_inflate - before.driver_messages_inflate
+					: after.driver_messages_deflate - before.driver_messages_deflate;
+}
+
+uint64_t resident_mib(const GuestMemory& memory)
+{
+	return memory.resident_bytes(0, memory.size()) >> 20;
+}
+
+} // namespace
+
+std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* result)
+{
+	auto profile = profile_by_name(options.profile);
+	if (!profile)
+		return "unknown device profile " + options.profile;
+	if (options.chunked) {
+		profile->offered_features |= VB_FEATURE(VB_F_X_CHUNKED);
+		profile->name = "chunked";
+	}
+
+	GuestMemory memory({static_cast<uint64_t>(options.ram_mib) << 20, options.backing});
+	BalloonDeviceOptions device_options;
+	device_options.profile = *profile;
+	device_options.discard_mode = options.discard_mode;
+	BalloonDevice device(memory, device_options);
+	SimGuestOptions guest_options;
+	guest_options.max_chunk_order = options.max_chunk_order;
+	SimGuest guest(memory, device.transport(), guest_options);
+	guest.set_host_owns_probe([&device](uint64_t pfn) { return device.host_owns(pfn); });
+
+	std::string refused = guest.probe();
+	if (!refused.empty())
+		return "the driver could not bind: " + refused;
+	result->negotiated_features = guest.negotiated_features();
+
+	// The guest has been busy: it wrote most of its memory and freed it again, so the
+	// host holds it resident until the balloon gives it back.
+	auto start = Clock::now();
+	UserMemory dirty = guest.allocate_user_memory(uint64_t{options.dirty_mib} * kPagesPerMib, 0x5a);
+	guest.free_user_memory(dirty);
+	result->dirty_ms = ms_since(start);
+	result->resident_mib_before = resident_mib(memory);
+
+	uint32_t target = options.balloon_mib * kPagesPerMib;
+	Snapshot before = Snapshot::take(device, guest);
+	start = Clock::now();
+	device.set_target_pages(target);
+	auto settled = guest.wait_until_settled(kSettleTimeout);
+	result->inflate.ms = ms_since(start);
+	if (!settled)
+		return "the balloon did not settle while inflating";
+	Snapshot inflated = Snapshot::take(device, guest);
+	record_phase(result->inflate, before, inflated, true);
+	result->inflate.actual_pages = device.actual_pages();
+	result->inflate.resident_mib_after = resident_mib(memory);
+	if (device.actual_pages() != target)
+		result->problems.push_back(fmt::format("actual is {} pages after inflating, not {}",
+						       device.actual_pages(), target));
+	std::vector<vb::PageRun> ballooned = guest.os().balloon_list().all_runs();
+
+	start = Clock::now();
+	device.set_target_pages(0);
+	settled = guest.wait_until_settled(kSettleTimeout);
+	result->deflate.ms = ms_since(start);
+	if (!settled)
+		return "the balloon did not settle while deflating";
+	record_phase(result->deflate, inflated, Snapshot::take(device, guest), false);
+	result->deflate.actual_pages = device.actual_pages();
+	result->deflate.resident_mib_after = resident_mib(memory);
+
+	// Every deflated page reads back as zero: the host really dropped what it held.
+	for (const vb::PageRun& run : ballooned) {
+		for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++) {
+			const uint8_t* page = memory.translate(pfn * GuestMemory::kPageBytes, GuestMemory::kPageBytes);
+			bool zero = true;
+			for (uint64_t i = 0; i < GuestMemory::kPageBytes && zero; i += 8)
+				zero = *reinterpret_cast<const uint64_t*>(page + i) == 0;
+			result->zero_check_pages++;
+			result->zero_check_failures += !zero;
+		}
+	}
+	if (result->zero_check_failures)
+		result->problems.push_back(fmt::format("{} deflated pages did not read back as zero",
+						       result->zero_check_failures));
+	for (size_t i = 0; i < kBalloonRejectionCount; i++)
+		result->rejected_inputs += device.counters().rejected[i].load();
+	std::string accounting = guest.check_accounting();
+	if (!accounting.empty())
+		result->problems.push_back("guest accounting: " + accounting);
+	if (guest.os().counters().must_tell_host_violations)
+		result->problems.push_back("a page was reused while the host still owned it");
+	guest.remove();
+	return "";
+}
+
+nlohmann::json to_json(const ScenarioOptions& options, const ScenarioResult& result)
+{
+	auto phase = [](const PhaseResult& p) {
+		return nlohmann::json{{"ms", p.ms},
+				      {"actual_pages", p.actual_pages},
+				      {"resident_mib_after", p.resident_mib_after},
+				      {"device_requests", p.device_requests},
+				      {"device_pages", p.device_pages},
+				      {"pages_discarded", p.pages_discarded},
+				      {"discard_calls", p.discard_calls},
+				      {"kicks", p.kicks},
+				      {"interrupts", p.interrupts},
+				      {"driver_messages", p.driver_messages}};
+	};
+	return {{"scenario",
+		 {{"ram_mib", options.ram_mib},
+		  {"balloon_mib", options.balloon_mib},
+		  {"dirty_mib", options.dirty_mib},
+		  {"profile", options.profile},
+		  {"discard", options.discard_mode == DiscardMode::kMergeRuns ? "merge" : "per-page"},
+		  {"backing", options.backing == PageBacking::kTransparentHugePages ? "thp" : "small"},
+		  {"max_chunk_order", options.max_chunk_order},
+		  {"chunked", options.chunked}}},
+		{"negotiated_features", fmt::format("{:#x}", result.negotiated_features)},
+		{"resident_mib_before", result.resident_mib_before},
+		{"dirty_ms", result.dirty_ms},
+		{"inflate", phase(result.inflate)},
+		{"deflate", phase(result.deflate)},
+		{"zero_check_pages", result.zero_check_pages},
+		{"zero_check_failures", result.zero_check_failures},
+		{"rejected_inputs", result.rejected_inputs},
+		{"problems", result.problems}};
+}
+
+std::string to_text(const ScenarioOptions& options, const ScenarioResult& result)
+{
+	std::string out;
+	out += fmt::format("vballoon-sim: {} MiB guest ({} backing), device profile {}, {} discards, "
+			   "chunk order {}{}\n",
+			   options.ram_mib,
+			   options.backing == PageBacking::kTransparentHugePages ? "THP" : "4 KiB page",
+			   options.profile, options.discard_mode == DiscardMode::kMergeRuns ? "merged" : "per-page",
+			   options.max_chunk_order, options.chunked ? ", chunk descriptors" : "");
+	out += fmt::format("negotiated features {:#x}\n", result.negotiated_features);
+	out += fmt::format("guest wrote and freed {} MiB in {:.0f} ms; host resident: {} MiB\n\n",
+			   options.dirty_mib, result.dirty_ms, result.resident_mib_before);
+	out += fmt::format("{:<9} {:>10} {:>12} {:>13} {:>10} {:>13} {:>10} {:>7} {:>10} {:>13}\n", "phase",
+			   "ms", "actual", "resident MiB", "requests", "pages", "discarded", "calls",
+			   "kicks", "interrupts");
+	auto row = [&](const char* name, const PhaseResult& p) {
+		out += fmt::format("{:<9} {:>10.1f} {:>12} {:>13} {:>10} {:>13} {:>10} {:>7} {:>10} {:>13}\n",
+				   name, p.ms, p.actual_pages, p.resident_mib_after, p.device_requests,
+				   p.device_pages, p.pages_discarded, p.discard_calls, p.kicks, p.interrupts);
+	};
+	row("inflate", result.inflate);
+	row("deflate", result.deflate);
+	out += fmt::format("\ndeflated pages read back as zero: {} of {}; inputs the device rejected: {}\n",
+			   result.zero_check_pages - result.zero_check_failures, result.zero_check_pages,
+			   result.rejected_inputs);
+	for (const std::string& problem : result.problems)
+		out += "PROBLEM: " + problem + "\n";
+	return out;
+}
+
+} // namespace vbsim
