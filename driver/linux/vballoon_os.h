@@ -36,6 +36,7 @@ struct vballoon_core;
 struct vballoon_page_run {
 	uint64_t first_pfn;
 	uint64_t count;
+	uint32_t flags; /* vb::kPageRun* */
 };
 
 /* Layout-compatible with vb::Segment (checked in kernel_os.cpp). */
@@ -58,6 +59,12 @@ struct vballoon_guest_traits {
 #define VB_OS_LOG_INFO 2u
 #define VB_OS_LOG_DEBUG 3u
 
+/*
+ * Segments one descriptor chain may carry (vb_os_queue_add()); kernel_os.cpp checks that
+ * the core never sends more.
+ */
+#define VB_OS_MAX_SEGMENTS 40
+
 /* vb::StepResult values (checked in kernel_os.cpp). */
 #define VB_OS_STEP_SETTLED 0
 #define VB_OS_STEP_MORE_WORK 1
@@ -71,12 +78,14 @@ struct vballoon_guest_traits {
 /* ---- Implemented in C: the kernel services behind vb::BalloonOs ---------------------- */
 
 bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *pfn);
-void vb_os_free_page_run(struct vballoon_dev *dev, uint64_t first_pfn, uint64_t count);
-void vb_os_balloon_list_insert(struct vballoon_dev *dev, uint64_t first_pfn, uint64_t count);
+void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run);
+void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run);
 size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
-			       uint64_t max_pages);
+			       size_t max_runs, uint64_t max_pages);
+void vb_os_balloon_list_mark_initialised(struct vballoon_dev *dev,
+					 const struct vballoon_page_run *run);
 void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint64_t new_pfn);
-void vb_os_adjust_managed_pages(struct vballoon_dev *dev, uint64_t first_pfn, uint64_t count,
+void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run,
 				bool add);
 uint64_t vb_os_phys_addr(const void *buffer);
 bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
@@ -97,9 +106,8 @@ void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, v
 
 /* ---- Implemented in C++: the core, behind an opaque pointer ---------------------------- */
 
-/* The memory vballoon_core_init() needs, and the alignment it must have. */
+/* The memory vballoon_core_init() needs (kmalloc's 8-byte alignment is enough). */
 size_t vballoon_core_size(void);
-size_t vballoon_core_align(void);
 
 /* What to accept of the device-specific feature bits (0-23) `offered`. */
 uint64_t vballoon_accept_features(uint64_t offered, const struct vballoon_guest_traits *traits);

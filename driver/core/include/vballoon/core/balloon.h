@@ -4,14 +4,16 @@
 //
 // The flow, as the OS drives it:
 //   accept_features()            validate: what to take of what the device offers
-//   Balloon(os, features, ...)   after FEATURES_OK, before the queues carry anything
+//   Balloon(os, features, ...)   after FEATURES_OK, once the queues exist (it asks their size)
 //   prepare()                    before DRIVER_OK: prime statsq, write poison_val
 //   start()                      after DRIVER_OK: notify statsq
 //   adjust_towards_target()      on every config change, repeated while it says kMoreWork
 //   handle_stats_request()       when the device returns the stats buffer
 //   deflate_for_oom()            from the OOM notifier (DEFLATE_ON_OOM only)
 //   migrate_page()               when compaction moves a ballooned page
-//   release_all()                on remove: every page goes back to the guest
+//   release_all()                on remove: every page on the balloon list goes back to the
+//                                guest (pages compaction has isolated come back through
+//                                migrate_page(); the OS retries until balloon_pfns() is 0)
 //
 // The member functions live beside this file, one path per file: balloon_inflate.h,
 // balloon_deflate.h, balloon_stats.h, balloon_oom.h, balloon_migrate.h.

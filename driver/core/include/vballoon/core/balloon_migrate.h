@@ -20,6 +20,11 @@ template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_
 	os_.balloon_list_replace(old_pfn, new_pfn);
 	PageRun new_page = {new_pfn, 1};
 	PageRun old_page = {old_pfn, 1};
+	// The pages may sit in different zones, so the managed count moves with them.
+	if (!negotiated(VB_F_DEFLATE_ON_OOM)) {
+		os_.adjust_managed_pages(old_page, true);
+		os_.adjust_managed_pages(new_page, false);
+	}
 	tell_host(QueueKind::kInflate, &new_page, 1);
 	tell_host(QueueKind::kDeflate, &old_page, 1);
 	counters_.migrations.add(1);

@@ -13,7 +13,9 @@ namespace vb {
 // Every device-specific bit this driver knows how to use.
 uint64_t driver_supported_features();
 
-// The subset of `offered` to accept for a guest with `traits`. Mirrors the rules of Linux's
+// The subset of `offered` to accept for a guest with `traits`. Covers the device-specific
+// bits only: transport bits (VERSION_1, the ring features) are the transport's business and
+// never appear in the result. Mirrors the rules of Linux's
 // virtballoon_validate(): PAGE_POISON only when the guest really needs freed pages to hold
 // a pattern (otherwise the driver would promise to write a value it never writes).
 uint64_t accept_features(uint64_t offered, const GuestTraits& traits);

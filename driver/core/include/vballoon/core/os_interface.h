@@ -26,7 +26,7 @@ struct PageRun {
 	uint32_t flags = 0;
 };
 
-constexpr uint32_t kPageRunDeviceInitialised = 1;
+inline constexpr uint32_t kPageRunDeviceInitialised = 1;
 
 // A guest-physical buffer handed to a virtqueue.
 struct Segment {

@@ -1,0 +1,50 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# build-module.sh [clean | make target and variables...]
+#
+# Builds vballoon.ko at the top of the repository against the newest installed kernel
+# headers (or KDIR=/path/to/headers), with the top-level Kbuild:
+#
+#   driver/linux/build-module.sh              make -C $KDIR M=<repo> modules
+#   driver/linux/build-module.sh V=1          the same, showing every command
+#   driver/linux/build-module.sh clean        removes this module's build outputs only
+#
+# Why a clean of its own: Kbuild's `make M=<repo> clean` deletes every *.o, *.a, *.ko,
+# *.mod, .*.cmd ... anywhere under <repo>, including CMake build trees and the guest
+# kernel's modules that tests/guest unpacks under <repo>.
+set -eu
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+
+if [ "${1:-}" = clean ]; then
+	find "$repo/driver" "$repo/spec" -type f \( -name '*.o' -o -name '.*.o.cmd' -o -name '.*.o.d' \
+		-o -name '.*.tmp' \) -delete
+	rm -f "$repo"/vballoon.ko "$repo"/vballoon.o "$repo"/vballoon.mod "$repo"/vballoon.mod.c \
+		"$repo"/vballoon.mod.o "$repo"/Module.symvers "$repo"/modules.order \
+		"$repo"/.vballoon.*.cmd "$repo"/.Module.symvers.cmd "$repo"/.modules.order.cmd
+	exit 0
+fi
+
+if [ -z "${KDIR:-}" ]; then
+	# Flavour directories (linux-headers-<version>-amd64) carry Module.symvers; the
+	# -common ones do not.
+	KDIR=$(for dir in /usr/src/linux-headers-*/; do
+		[ -f "$dir/Module.symvers" ] && echo "${dir%/}"
+	done | sort -V | tail -n 1)
+fi
+if [ -z "$KDIR" ] || [ ! -f "$KDIR/Makefile" ]; then
+	echo "build-module.sh: no kernel headers found; install linux-headers-amd64 or set KDIR" >&2
+	exit 1
+fi
+
+# Distribution headers ship without vmlinux, so no module BTF can be generated: skip the
+# step rather than have Kbuild print "Skipping BTF generation" on every build.
+no_btf=
+if [ ! -f "$KDIR/vmlinux" ] &&
+	grep -q '^CONFIG_DEBUG_INFO_BTF_MODULES=y' "$KDIR/include/config/auto.conf"; then
+	no_btf=CONFIG_DEBUG_INFO_BTF_MODULES=
+fi
+
+[ $# -gt 0 ] || set -- modules
+exec make -C "$KDIR" M="$repo" $no_btf "$@"

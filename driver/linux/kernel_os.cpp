@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The kernel's implementation of the core's OS contract (vb::BalloonOs), and the core's
+// entry points exported to the C glue.
+//
+// Every member of KernelOs is a direct call into a C function of vballoon_os.h: the
+// decisions stay in the core, the kernel calls stay in C. This file must stay free of
+// anything the kernel cannot run: no global with a dynamic constructor (CONFIG_CONSTRUCTORS
+// is off, it would silently never run), no operator new/delete, no exceptions, no RTTI.
+// check-cxx-object.sh enforces it on every C++ object of the module.
+#include "vballoon/core/balloon.h"
+#include "vballoon/core/features.h"
+#include "vballoon_os.h"
+
+// The placement form only: the kernel build has no <new>, and the core is constructed into
+// memory the C side allocated (kmalloc, so the device can read the buffers inside it).
+inline void* operator new(size_t, void* where) noexcept
+{
+	return where;
+}
+
+namespace {
+
+// The C structs stand in for the core's types across the boundary (layouts checked below).
+const vballoon_page_run* c_run(const vb::PageRun& run)
+{
+	return reinterpret_cast<const vballoon_page_run*>(&run);
+}
+
+const vballoon_segment* c_segments(const vb::Segment* segments)
+{
+	return reinterpret_cast<const vballoon_segment*>(segments);
+}
+
+struct KernelOs {
+	vballoon_dev* dev;
+
+	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
+	{
+		return vb_os_alloc_pages(dev, order, pfn);
+	}
+	void free_page_run(vb::PageRun run) { vb_os_free_page_run(dev, c_run(run)); }
+	void balloon_list_insert(vb::PageRun run) { vb_os_balloon_list_insert(dev, c_run(run)); }
+	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
+	{
+		return vb_os_balloon_list_take(dev, reinterpret_cast<vballoon_page_run*>(runs),
+					       max_runs, max_pages);
+	}
+	void balloon_list_mark_initialised(vb::PageRun run)
+	{
+		vb_os_balloon_list_mark_initialised(dev, c_run(run));
+	}
+	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn)
+	{
+		vb_os_balloon_list_replace(dev, old_pfn, new_pfn);
+	}
+	void adjust_managed_pages(vb::PageRun run, bool add)
+	{
+		vb_os_adjust_managed_pages(dev, c_run(run), add);
+	}
+	uint64_t phys_addr(const void* buffer) { return vb_os_phys_addr(buffer); }
+	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,
+		       const vb::Segment* in, unsigned n_in, void* token)
+	{
+		return vb_os_queue_add(dev, static_cast<unsigned>(queue), c_segments(out), n_out,
+				       c_segments(in), n_in, token);
+	}
+	void queue_kick(vb::QueueKind queue)
+	{
+		vb_os_queue_kick(dev, static_cast<unsigned>(queue));
+	}
+	void* queue_get_used(vb::QueueKind queue, uint32_t* len)
+	{
+		return vb_os_queue_get_used(dev, static_cast<unsigned>(queue), len);
+	}
+	void* queue_wait_used(vb::QueueKind queue, uint32_t* len)
+	{
+		return vb_os_queue_wait_used(dev, static_cast<unsigned>(queue), len);
+	}
+	uint32_t queue_size(vb::QueueKind queue)
+	{
+		return vb_os_queue_size(dev, static_cast<unsigned>(queue));
+	}
+	uint32_t config_read32(uint32_t offset) { return vb_os_config_read32(dev, offset); }
+	void config_write32(uint32_t offset, uint32_t value)
+	{
+		vb_os_config_write32(dev, offset, value);
+	}
+	void memory_stats(vb::MemoryStats* stats)
+	{
+		stats->present_mask = vb_os_memory_stats(dev, stats->value);
+	}
+	void lock() { vb_os_lock(dev); }
+	void unlock() { vb_os_unlock(dev); }
+	bool try_lock() { return vb_os_try_lock(dev); }
+	void vlog(vb::LogLevel level, const char* fmt, va_list args)
+	{
+		vb_os_vlog(dev, static_cast<unsigned>(level), fmt, args);
+	}
+};
+
+static_assert(vb::BalloonOs<KernelOs>);
+
+// A change on either side of the boundary must fail here, not corrupt PFNs at run time.
+static_assert(sizeof(vballoon_page_run) == sizeof(vb::PageRun) &&
+	      __builtin_offsetof(vballoon_page_run, first_pfn) ==
+		      __builtin_offsetof(vb::PageRun, first_pfn) &&
+	      __builtin_offsetof(vballoon_page_run, count) ==
+		      __builtin_offsetof(vb::PageRun, count) &&
+	      __builtin_offsetof(vballoon_page_run, flags) ==
+		      __builtin_offsetof(vb::PageRun, flags));
+static_assert(sizeof(vballoon_segment) == sizeof(vb::Segment) &&
+	      __builtin_offsetof(vballoon_segment, phys_addr) ==
+		      __builtin_offsetof(vb::Segment, phys_addr) &&
+	      __builtin_offsetof(vballoon_segment, len) == __builtin_offsetof(vb::Segment, len));
+static_assert(static_cast<unsigned>(vb::LogLevel::kError) == VB_OS_LOG_ERROR &&
+	      static_cast<unsigned>(vb::LogLevel::kWarning) == VB_OS_LOG_WARNING &&
+	      static_cast<unsigned>(vb::LogLevel::kInfo) == VB_OS_LOG_INFO &&
+	      static_cast<unsigned>(vb::LogLevel::kDebug) == VB_OS_LOG_DEBUG);
+static_assert(static_cast<int>(vb::StepResult::kSettled) == VB_OS_STEP_SETTLED &&
+	      static_cast<int>(vb::StepResult::kMoreWork) == VB_OS_STEP_MORE_WORK &&
+	      static_cast<int>(vb::StepResult::kStalled) == VB_OS_STEP_STALLED);
+
+using KernelBalloon = vb::Balloon<KernelOs>;
+
+// The longest chain the core builds: a chunked message plus its bitmap.
+static_assert(KernelBalloon::kChunksPerMessageMax + 1 <= VB_OS_MAX_SEGMENTS);
+
+// What lives in the C side's allocation: the OS object first, since the balloon keeps a
+// reference to it.
+struct CoreStorage {
+	KernelOs os;
+	KernelBalloon balloon;
+
+	CoreStorage(vballoon_dev* dev, uint64_t features, const vb::GuestTraits& traits)
+	    : os{dev}, balloon(os, features, traits)
+	{
+	}
+};
+
+// kmalloc guarantees 8-byte alignment for any size (ARCH_KMALLOC_MINALIGN on x86-64).
+static_assert(alignof(CoreStorage) <= 8);
+
+vb::GuestTraits to_traits(const vballoon_guest_traits* traits)
+{
+	vb::GuestTraits out;
+
+	out.page_shift = traits->page_shift;
+	out.freed_pages_need_pattern = traits->freed_pages_need_pattern;
+	out.free_page_pattern = traits->free_page_pattern;
+	out.max_alloc_order = traits->max_alloc_order;
+	return out;
+}
+
+CoreStorage* storage(vballoon_core* core)
+{
+	return reinterpret_cast<CoreStorage*>(core);
+}
+
+const CoreStorage* storage(const vballoon_core* core)
+{
+	return reinterpret_cast<const CoreStorage*>(core);
+}
+
+KernelBalloon& balloon(vballoon_core* core)
+{
+	return storage(core)->balloon;
+}
+
+struct CounterName {
+	const char* name;
+	vb::Counter vb::BalloonCounters::*member;
+};
+
+// Constant-initialised (pointers to members are constants): no constructor runs.
+constexpr CounterName kCounters[] = {
+	{"inflate_messages", &vb::BalloonCounters::inflate_messages},
+	{"deflate_messages", &vb::BalloonCounters::deflate_messages},
+	{"pages_inflated", &vb::BalloonCounters::pages_inflated},
+	{"pages_deflated", &vb::BalloonCounters::pages_deflated},
+	{"alloc_failures", &vb::BalloonCounters::alloc_failures},
+	{"oom_calls", &vb::BalloonCounters::oom_calls},
+	{"oom_pages_freed", &vb::BalloonCounters::oom_pages_freed},
+	{"stats_reports", &vb::BalloonCounters::stats_reports},
+	{"migrations", &vb::BalloonCounters::migrations},
+	{"foreign_used_buffers", &vb::BalloonCounters::foreign_used_buffers},
+	{"unreachable_pages", &vb::BalloonCounters::unreachable_pages},
+	{"queue_failures", &vb::BalloonCounters::queue_failures},
+	{"pages_device_initialised", &vb::BalloonCounters::pages_device_initialised},
+};
+
+// A counter added to the core must be added above, or debugfs would silently miss it.
+static_assert(sizeof(vb::BalloonCounters) ==
+	      sizeof(kCounters) / sizeof(kCounters[0]) * sizeof(vb::Counter));
+
+} // namespace
+
+extern "C" {
+
+size_t vballoon_core_size(void)
+{
+	return sizeof(CoreStorage);
+}
+
+uint64_t vballoon_accept_features(uint64_t offered, const vballoon_guest_traits* traits)
+{
+	return vb::accept_features(offered, to_traits(traits));
+}
+
+vballoon_core* vballoon_core_init(void* mem, size_t size, vballoon_dev* dev, uint64_t features,
+				  const vballoon_guest_traits* traits)
+{
+	if (size < sizeof(CoreStorage) ||
+	    reinterpret_cast<uintptr_t>(mem) % alignof(CoreStorage) != 0)
+		return nullptr;
+	return reinterpret_cast<vballoon_core*>(
+		new (mem) CoreStorage(dev, features, to_traits(traits)));
+}
+
+void vballoon_core_destroy(vballoon_core* core)
+{
+	storage(core)->~CoreStorage();
+}
+
+bool vballoon_core_prepare(vballoon_core* core)
+{
+	return balloon(core).prepare();
+}
+
+void vballoon_core_start(vballoon_core* core)
+{
+	balloon(core).start();
+}
+
+int vballoon_core_adjust(vballoon_core* core)
+{
+	return static_cast<int>(balloon(core).adjust_towards_target());
+}
+
+uint64_t vballoon_core_deflate_for_oom(vballoon_core* core)
+{
+	return balloon(core).deflate_for_oom();
+}
+
+void vballoon_core_handle_stats_request(vballoon_core* core)
+{
+	balloon(core).handle_stats_request();
+}
+
+bool vballoon_core_migrate_page(vballoon_core* core, uint64_t old_pfn, uint64_t new_pfn)
+{
+	return balloon(core).migrate_page(old_pfn, new_pfn);
+}
+
+void vballoon_core_release_all(vballoon_core* core)
+{
+	balloon(core).release_all();
+}
+
+uint64_t vballoon_core_target_pfns(vballoon_core* core)
+{
+	return balloon(core).target_pfns();
+}
+
+uint64_t vballoon_core_balloon_pfns(const vballoon_core* core)
+{
+	return storage(core)->balloon.balloon_pfns();
+}
+
+void vballoon_core_set_max_chunk_order(vballoon_core* core, unsigned int order)
+{
+	balloon(core).set_max_chunk_order(order);
+}
+
+const char* vballoon_core_counter(const vballoon_core* core, unsigned int index, uint64_t* value)
+{
+	if (index >= vb::array_size(kCounters))
+		return nullptr;
+	*value = (storage(core)->balloon.counters().*kCounters[index].member).get();
+	return kCounters[index].name;
+}
+
+} // extern "C"

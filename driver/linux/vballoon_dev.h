@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C glue's per-device state, shared by vballoon_main.c (the virtio driver: probe,
+ * remove, work items, notifiers) and vballoon_os.c (the kernel services the core calls).
+ * C only: the C++ side sees struct vballoon_dev as an opaque pointer.
+ */
+#ifndef VBALLOON_LINUX_VBALLOON_DEV_H
+#define VBALLOON_LINUX_VBALLOON_DEV_H
+
+#include <linux/balloon_compaction.h>
+#include <linux/mutex.h>
+#include <linux/notifier.h>
+#include <linux/scatterlist.h>
+#include <linux/spinlock.h>
+#include <linux/virtio.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+
+#include "vballoon/spec/virtio_balloon.h"
+#include "vballoon_os.h"
+
+struct dentry;
+
+struct vballoon_dev {
+	struct virtio_device *vdev;
+	/* Indexed by spec queue kind (VB_QUEUE_*); NULL for a queue not negotiated. */
+	struct virtqueue *vqs[VB_QUEUE_KIND_COUNT];
+	/* Inflate and deflate acknowledgements; see vb_os_queue_wait_used(). */
+	wait_queue_head_t acked;
+	/* vb_os_queue_add()'s scatterlists, per queue: too large for the stack. */
+	struct scatterlist sg[VB_QUEUE_KIND_COUNT][VB_OS_MAX_SEGMENTS];
+	struct scatterlist *sgs[VB_QUEUE_KIND_COUNT][VB_OS_MAX_SEGMENTS];
+
+	/* The C++ core, constructed in core_mem (kmalloc memory, see vballoon_probe()). */
+	struct vballoon_core *core;
+	void *core_mem;
+
+	/* The balloon lock (vb::BalloonOs lock/unlock/try_lock). */
+	struct mutex balloon_lock;
+	/* The balloon page list; its pages stay movable through balloon compaction. */
+	struct balloon_dev_info b_dev_info;
+
+	/* Config changes, and the core's own "call me again". */
+	struct delayed_work update_work;
+	/* The device returned the stats buffer. */
+	struct work_struct stats_work;
+	/* Set on remove/freeze, under stop_lock, so no callback queues new work. */
+	spinlock_t stop_lock;
+	bool stopping;
+
+	struct notifier_block oom_nb;
+	struct dentry *debugfs_dir;
+};
+
+/* Module parameter: messages above this vb_os_vlog() level are dropped. */
+extern unsigned int vballoon_log_level;
+
+#endif /* VBALLOON_LINUX_VBALLOON_DEV_H */

@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vballoon: a virtio-balloon driver whose balloon lives in a freestanding C++ core
+ * (driver/core). This file is the virtio driver around it: feature negotiation, queues,
+ * the work items, the OOM notifier, balloon compaction, debugfs and module parameters.
+ * It turns kernel events into calls on the core and decides nothing about the balloon.
+ *
+ *   validate        -> vballoon_accept_features()
+ *   probe           -> core init, prepare() (before DRIVER_OK), start() (after)
+ *   config change   -> update work -> adjust_towards_target(), again while it asks
+ *   statsq callback -> stats work -> handle_stats_request()
+ *   OOM notifier    -> deflate_for_oom()
+ *   compaction      -> migrate_page()
+ *   remove          -> release_all(), reset
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/build_bug.h>
+#include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/jiffies.h>
+#include <linux/migrate.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/oom.h>
+#include <linux/poison.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/stddef.h>
+#include <linux/virtio.h>
+#include <linux/virtio_balloon.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ids.h>
+
+#include "vballoon_dev.h"
+
+static unsigned int max_chunk_order;
+module_param(max_chunk_order, uint, 0444);
+MODULE_PARM_DESC(max_chunk_order,
+		 "Largest block inflate allocates, as a page order (0: a page at a time, like virtio_balloon)");
+
+unsigned int vballoon_log_level = VB_OS_LOG_INFO;
+module_param_named(log_level, vballoon_log_level, uint, 0644);
+MODULE_PARM_DESC(log_level,
+		 "Core messages shown: 0 errors, 1 +warnings, 2 +info (default), 3 +debug");
+
+/* After the guest ran out of pages to give without pressure (virtio_balloon: "Out of puff"). */
+#define VBALLOON_STALL_RETRY_MS 200
+/* Where virtio_balloon sits among OOM notifiers. */
+#define VBALLOON_OOM_NOTIFY_PRIORITY 80
+
+/* The kernel's uapi names and the spec header must describe the same protocol. */
+static_assert(VIRTIO_ID_BALLOON == VB_VIRTIO_DEVICE_ID_BALLOON);
+static_assert(VIRTIO_BALLOON_F_MUST_TELL_HOST == VB_F_MUST_TELL_HOST);
+static_assert(VIRTIO_BALLOON_F_STATS_VQ == VB_F_STATS_VQ);
+static_assert(VIRTIO_BALLOON_F_DEFLATE_ON_OOM == VB_F_DEFLATE_ON_OOM);
+static_assert(VIRTIO_BALLOON_F_FREE_PAGE_HINT == VB_F_FREE_PAGE_HINT);
+static_assert(VIRTIO_BALLOON_F_PAGE_POISON == VB_F_PAGE_POISON);
+static_assert(VIRTIO_BALLOON_F_REPORTING == VB_F_PAGE_REPORTING);
+static_assert(VIRTIO_BALLOON_PFN_SHIFT == VB_PFN_SHIFT);
+static_assert(offsetof(struct virtio_balloon_config, num_pages) == VB_CONFIG_NUM_PAGES_OFFSET);
+static_assert(offsetof(struct virtio_balloon_config, actual) == VB_CONFIG_ACTUAL_OFFSET);
+static_assert(offsetof(struct virtio_balloon_config, free_page_hint_cmd_id) ==
+	      VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET);
+static_assert(offsetof(struct virtio_balloon_config, poison_val) == VB_CONFIG_POISON_VAL_OFFSET);
+static_assert(sizeof(struct virtio_balloon_stat) == VB_STAT_ENTRY_BYTES);
+static_assert(VIRTIO_BALLOON_S_SWAP_IN == VB_S_SWAP_IN && VIRTIO_BALLOON_S_CACHES == VB_S_CACHES &&
+	      VIRTIO_BALLOON_S_HTLB_PGFAIL == VB_S_HTLB_PGFAIL);
+
+static struct dentry *vballoon_debugfs_root;
+
+static void vballoon_guest_traits(struct vballoon_guest_traits *traits)
+{
+	traits->page_shift = PAGE_SHIFT;
+	/* init_on_free zeroes freed pages, page poisoning fills them with PAGE_POISON. */
+	traits->freed_pages_need_pattern = want_init_on_free() || page_poisoning_enabled_static();
+	traits->free_page_pattern = want_init_on_free() ? 0 : PAGE_POISON * 0x01010101u;
+	traits->max_alloc_order = MAX_ORDER - 1;
+}
+
+/* ---- Queues ----------------------------------------------------------------------- */
+
+/* Inflate and deflate acknowledgements. */
+static void vballoon_ack(struct virtqueue *vq)
+{
+	struct vballoon_dev *vb = vq->vdev->priv;
+
+	wake_up(&vb->acked);
+}
+
+/* The device returned the stats buffer: it wants fresh statistics. */
+static void vballoon_stats_request(struct virtqueue *vq)
+{
+	struct vballoon_dev *vb = vq->vdev->priv;
+	unsigned long flags;
+
+	spin_lock_irqsave(&vb->stop_lock, flags);
+	if (!vb->stopping)
+		queue_work(system_freezable_wq, &vb->stats_work);
+	spin_unlock_irqrestore(&vb->stop_lock, flags);
+}
+
+static const char *const vballoon_vq_names[VB_QUEUE_KIND_COUNT] = {
+	[VB_QUEUE_INFLATE] = "inflate",
+	[VB_QUEUE_DEFLATE] = "deflate",
+	[VB_QUEUE_STATS] = "stats",
+	[VB_QUEUE_FREE_PAGE] = "free_page_vq",
+	[VB_QUEUE_REPORTING] = "reporting_vq",
+};
+
+/* The free page queue has no callback: virtio_balloon drains it before each add. */
+static vq_callback_t *const vballoon_vq_callbacks[VB_QUEUE_KIND_COUNT] = {
+	[VB_QUEUE_INFLATE] = vballoon_ack,
+	[VB_QUEUE_DEFLATE] = vballoon_ack,
+	[VB_QUEUE_STATS] = vballoon_stats_request,
+	[VB_QUEUE_FREE_PAGE] = NULL,
+	[VB_QUEUE_REPORTING] = vballoon_ack,
+};
+
+static int vballoon_init_vqs(struct vballoon_dev *vb)
+{
+	struct virtqueue *vqs[VB_QUEUE_KIND_COUNT];
+	vq_callback_t *callbacks[VB_QUEUE_KIND_COUNT];
+	const char *names[VB_QUEUE_KIND_COUNT];
+	int kind, err;
+
+	/*
+	 * A queue whose feature was not negotiated gets no name: virtio_find_vqs() skips it
+	 * and numbers the others densely, which is what devices expect.
+	 */
+	for (kind = 0; kind < VB_QUEUE_KIND_COUNT; kind++) {
+		bool present = vb_queue_index(vb->vdev->features, kind) >= 0;
+
+		names[kind] = present ? vballoon_vq_names[kind] : NULL;
+		callbacks[kind] = present ? vballoon_vq_callbacks[kind] : NULL;
+	}
+	err = virtio_find_vqs(vb->vdev, VB_QUEUE_KIND_COUNT, vqs, callbacks, names, NULL);
+	if (err)
+		return err;
+	for (kind = 0; kind < VB_QUEUE_KIND_COUNT; kind++)
+		vb->vqs[kind] = names[kind] ? vqs[kind] : NULL;
+	return 0;
+}
+
+static void vballoon_del_vqs(struct vballoon_dev *vb)
+{
+	vb->vdev->config->del_vqs(vb->vdev);
+	memset(vb->vqs, 0, sizeof(vb->vqs));
+}
+
+/* ---- Work ------------------------------------------------------------------------- */
+
+static void vballoon_queue_update(struct vballoon_dev *vb, unsigned long delay)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&vb->stop_lock, flags);
+	if (!vb->stopping)
+		queue_delayed_work(system_freezable_wq, &vb->update_work, delay);
+	spin_unlock_irqrestore(&vb->stop_lock, flags);
+}
+
+static void vballoon_update_func(struct work_struct *work)
+{
+	struct vballoon_dev *vb =
+		container_of(to_delayed_work(work), struct vballoon_dev, update_work);
+
+	/* One step per run, so remove and freeze never wait long for a running step. */
+	switch (vballoon_core_adjust(vb->core)) {
+	case VB_OS_STEP_MORE_WORK:
+		vballoon_queue_update(vb, 0);
+		break;
+	case VB_OS_STEP_STALLED:
+		pr_info_ratelimited("%s: out of puff, retrying in %u ms\n",
+				    dev_name(&vb->vdev->dev), VBALLOON_STALL_RETRY_MS);
+		vballoon_queue_update(vb, msecs_to_jiffies(VBALLOON_STALL_RETRY_MS));
+		break;
+	default:
+		break;
+	}
+}
+
+static void vballoon_stats_func(struct work_struct *work)
+{
+	struct vballoon_dev *vb = container_of(work, struct vballoon_dev, stats_work);
+
+	vballoon_core_handle_stats_request(vb->core);
+}
+
+/* May run in interrupt context. */
+static void vballoon_changed(struct virtio_device *vdev)
+{
+	struct vballoon_dev *vb = vdev->priv;
+	unsigned long flags;
+
+	spin_lock_irqsave(&vb->stop_lock, flags);
+	/* mod_: a step waiting out a stall runs now, towards the new target. */
+	if (!vb->stopping)
+		mod_delayed_work(system_freezable_wq, &vb->update_work, 0);
+	spin_unlock_irqrestore(&vb->stop_lock, flags);
+}
+
+static void vballoon_stop_work(struct vballoon_dev *vb)
+{
+	spin_lock_irq(&vb->stop_lock);
+	vb->stopping = true;
+	spin_unlock_irq(&vb->stop_lock);
+	cancel_delayed_work_sync(&vb->update_work);
+	cancel_work_sync(&vb->stats_work);
+}
+
+/*
+ * Every page back to the guest. The core stops when the balloon list is empty, but pages
+ * that compaction has isolated are off the list until they migrate or come back; the
+ * balloon is empty only when the core says so.
+ */
+static void vballoon_release_all(struct vballoon_dev *vb)
+{
+	for (;;) {
+		vballoon_core_release_all(vb->core);
+		if (!vballoon_core_balloon_pfns(vb->core))
+			break;
+		msleep(20);
+	}
+}
+
+/* ---- OOM and compaction ----------------------------------------------------------- */
+
+static int vballoon_oom_notify(struct notifier_block *nb, unsigned long unused, void *parm)
+{
+	struct vballoon_dev *vb = container_of(nb, struct vballoon_dev, oom_nb);
+	unsigned long *freed = parm;
+
+	*freed += vballoon_core_deflate_for_oom(vb->core);
+	return NOTIFY_OK;
+}
+
+#ifdef CONFIG_BALLOON_COMPACTION
+/* Called with both pages locked; the old page was isolated from the balloon list. */
+static int vballoon_migratepage(struct balloon_dev_info *info, struct page *newpage,
+				struct page *page, enum migrate_mode mode)
+{
+	struct vballoon_dev *vb = container_of(info, struct vballoon_dev, b_dev_info);
+
+	/* Busy balloon: compaction puts the page back and tries again later. */
+	if (!vballoon_core_migrate_page(vb->core, page_to_pfn(page), page_to_pfn(newpage)))
+		return -EAGAIN;
+
+	/* The new page took its place on the list (vb_os_balloon_list_replace()). */
+	balloon_page_finalize(page);
+	put_page(page); /* the balloon's reference */
+	return MIGRATEPAGE_SUCCESS;
+}
+#endif
+
+/* ---- debugfs ---------------------------------------------------------------------- */
+
+static int vballoon_counters_show(struct seq_file *m, void *unused)
+{
+	struct vballoon_dev *vb = m->private;
+	const char *name;
+	unsigned int i;
+	u64 value;
+
+	seq_printf(m, "features 0x%llx\n", vb->vdev->features);
+	seq_printf(m, "target_pfns %llu\n", vballoon_core_target_pfns(vb->core));
+	seq_printf(m, "balloon_pfns %llu\n", vballoon_core_balloon_pfns(vb->core));
+	for (i = 0; (name = vballoon_core_counter(vb->core, i, &value)); i++)
+		seq_printf(m, "%s %llu\n", name, value);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(vballoon_counters);
+
+/* ---- The virtio driver ------------------------------------------------------------ */
+
+static int vballoon_validate(struct virtio_device *vdev)
+{
+	struct vballoon_guest_traits traits;
+	u64 offered = vdev->features;
+	u64 accepted;
+	unsigned int bit;
+
+	vballoon_guest_traits(&traits);
+	accepted = vballoon_accept_features(offered, &traits);
+	/* The core rules on the device-specific bits; the transport bits are virtio's. */
+	for (bit = 0; bit < VIRTIO_TRANSPORT_F_START; bit++) {
+		if ((offered & BIT_ULL(bit)) && !(accepted & BIT_ULL(bit)))
+			__virtio_clear_bit(vdev, bit);
+	}
+	/*
+	 * As virtio_balloon: the device must see guest-physical addresses, and the balloon
+	 * cannot work behind an IOMMU anyway.
+	 */
+	__virtio_clear_bit(vdev, VIRTIO_F_ACCESS_PLATFORM);
+	return 0;
+}
+
+static int vballoon_probe(struct virtio_device *vdev)
+{
+	struct vballoon_guest_traits traits;
+	struct vballoon_dev *vb;
+	size_t core_size = vballoon_core_size();
+	int err;
+
+	if (!vdev->config->get) {
+		pr_err("%s: config space access disabled\n", dev_name(&vdev->dev));
+		return -EINVAL;
+	}
+
+	vb = kzalloc(sizeof(*vb), GFP_KERNEL);
+	if (!vb)
+		return -ENOMEM;
+	vdev->priv = vb;
+	vb->vdev = vdev;
+	init_waitqueue_head(&vb->acked);
+	mutex_init(&vb->balloon_lock);
+	spin_lock_init(&vb->stop_lock);
+	INIT_DELAYED_WORK(&vb->update_work, vballoon_update_func);
+	INIT_WORK(&vb->stats_work, vballoon_stats_func);
+	balloon_devinfo_init(&vb->b_dev_info);
+#ifdef CONFIG_BALLOON_COMPACTION
+	vb->b_dev_info.migratepage = vballoon_migratepage;
+#endif
+
+	err = vballoon_init_vqs(vb);
+	if (err)
+		goto out_free_vb;
+
+	/*
+	 * kmalloc memory: the core holds the PFN and stats buffers the device reads. The core
+	 * sizes its messages by the queues, so they exist first.
+	 */
+	vb->core_mem = kzalloc(core_size, GFP_KERNEL);
+	if (!vb->core_mem) {
+		err = -ENOMEM;
+		goto out_del_vqs;
+	}
+	vballoon_guest_traits(&traits);
+	vb->core = vballoon_core_init(vb->core_mem, core_size, vb, vdev->features, &traits);
+	if (WARN_ON(!vb->core)) {
+		err = -EINVAL;
+		goto out_free_core;
+	}
+	vballoon_core_set_max_chunk_order(vb->core, max_chunk_order);
+
+	/* Before DRIVER_OK: primes the stats queue and writes poison_val. */
+	if (!vballoon_core_prepare(vb->core)) {
+		err = -EIO;
+		goto out_destroy_core;
+	}
+
+	if (virtio_has_feature(vdev, VIRTIO_BALLOON_F_DEFLATE_ON_OOM)) {
+		vb->oom_nb.notifier_call = vballoon_oom_notify;
+		vb->oom_nb.priority = VBALLOON_OOM_NOTIFY_PRIORITY;
+		err = register_oom_notifier(&vb->oom_nb);
+		if (err < 0)
+			goto out_destroy_core;
+	}
+
+	vb->debugfs_dir = debugfs_create_dir(dev_name(&vdev->dev), vballoon_debugfs_root);
+	debugfs_create_file("counters", 0444, vb->debugfs_dir, vb, &vballoon_counters_fops);
+
+	virtio_device_ready(vdev);
+	vballoon_core_start(vb->core);
+	/* Config changes before this point were not delivered; the device may want a balloon. */
+	vballoon_queue_update(vb, 0);
+	return 0;
+
+out_destroy_core:
+	vballoon_core_destroy(vb->core);
+out_free_core:
+	kfree(vb->core_mem);
+out_del_vqs:
+	vballoon_del_vqs(vb);
+out_free_vb:
+	kfree(vb);
+	vdev->priv = NULL;
+	return err;
+}
+
+static void vballoon_remove(struct virtio_device *vdev)
+{
+	struct vballoon_dev *vb = vdev->priv;
+
+	if (virtio_has_feature(vdev, VIRTIO_BALLOON_F_DEFLATE_ON_OOM))
+		unregister_oom_notifier(&vb->oom_nb);
+	vballoon_stop_work(vb);
+	debugfs_remove_recursive(vb->debugfs_dir);
+
+	vballoon_release_all(vb);
+	virtio_reset_device(vdev);
+	vballoon_del_vqs(vb);
+
+	vballoon_core_destroy(vb->core);
+	kfree(vb->core_mem);
+	kfree(vb);
+}
+
+#ifdef CONFIG_PM_SLEEP
+static int vballoon_freeze(struct virtio_device *vdev)
+{
+	struct vballoon_dev *vb = vdev->priv;
+
+	/* The freezable workqueue is already frozen: no step runs while the device goes. */
+	vballoon_release_all(vb);
+	virtio_reset_device(vdev);
+	vballoon_del_vqs(vb);
+	return 0;
+}
+
+static int vballoon_restore(struct virtio_device *vdev)
+{
+	struct vballoon_dev *vb = vdev->priv;
+	int err;
+
+	err = vballoon_init_vqs(vb);
+	if (err)
+		return err;
+	if (!vballoon_core_prepare(vb->core)) {
+		vballoon_del_vqs(vb);
+		return -EIO;
+	}
+	virtio_device_ready(vdev);
+	vballoon_core_start(vb->core);
+	vballoon_queue_update(vb, 0);
+	return 0;
+}
+#endif
+
+static unsigned int vballoon_features[] = {
+	VIRTIO_BALLOON_F_MUST_TELL_HOST,
+	VIRTIO_BALLOON_F_STATS_VQ,
+	VIRTIO_BALLOON_F_DEFLATE_ON_OOM,
+	VIRTIO_BALLOON_F_FREE_PAGE_HINT,
+	VIRTIO_BALLOON_F_PAGE_POISON,
+	VIRTIO_BALLOON_F_REPORTING,
+};
+
+static const struct virtio_device_id vballoon_id_table[] = {
+	{ VIRTIO_ID_BALLOON, VIRTIO_DEV_ANY_ID },
+	{ 0 },
+};
+
+static struct virtio_driver vballoon_driver = {
+	.feature_table = vballoon_features,
+	.feature_table_size = ARRAY_SIZE(vballoon_features),
+	.driver.name = KBUILD_MODNAME,
+	.driver.owner = THIS_MODULE,
+	.id_table = vballoon_id_table,
+	.validate = vballoon_validate,
+	.probe = vballoon_probe,
+	.remove = vballoon_remove,
+	.config_changed = vballoon_changed,
+#ifdef CONFIG_PM_SLEEP
+	.freeze = vballoon_freeze,
+	.restore = vballoon_restore,
+#endif
+};
+
+static int __init vballoon_init(void)
+{
+	int err;
+
+	vballoon_debugfs_root = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	err = register_virtio_driver(&vballoon_driver);
+	if (err)
+		debugfs_remove_recursive(vballoon_debugfs_root);
+	return err;
+}
+
+static void __exit vballoon_exit(void)
+{
+	unregister_virtio_driver(&vballoon_driver);
+	debugfs_remove_recursive(vballoon_debugfs_root);
+}
+
+module_init(vballoon_init);
+module_exit(vballoon_exit);
+
+MODULE_DEVICE_TABLE(virtio, vballoon_id_table);
+MODULE_DESCRIPTION("Virtio balloon driver with a freestanding C++ core");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The kernel services behind the core's OS contract (vb::BalloonOs in
+ * driver/core/include/vballoon/core/os_interface.h): pages, the balloon page list,
+ * virtqueues, config space, memory statistics, the balloon lock and the log.
+ *
+ * Each function does what the core asks, in the kernel's terms; none of them decides
+ * anything about the balloon.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/balloon_compaction.h>
+#include <linux/gfp.h>
+#include <linux/minmax.h>
+#include <linux/mm.h>
+#include <linux/mmzone.h>
+#include <linux/printk.h>
+#include <linux/scatterlist.h>
+#include <linux/string.h>
+#include <linux/virtio.h>
+#include <linux/virtio_balloon.h>
+#include <linux/virtio_config.h>
+#include <linux/vmstat.h>
+
+#include "vballoon_dev.h"
+
+/*
+ * Blocks larger than a page are taken only if the allocator has them free: no reclaim or
+ * compaction on their behalf (the core falls back to smaller orders instead), no retries,
+ * no warning when there is none, no emergency reserves. Movable, like balloon_page_alloc(),
+ * so the pages stay where compaction can move them.
+ */
+#define VB_OS_GFP_BLOCK                                                     \
+	((balloon_mapping_gfp_mask() & ~__GFP_RECLAIM) | __GFP_NORETRY |    \
+	 __GFP_NOWARN | __GFP_NOMEMALLOC)
+
+/* How often a waiter looks whether the device broke (surprise removal wakes no one). */
+#define VB_OS_BROKEN_POLL_JIFFIES HZ
+
+bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *pfn)
+{
+	struct page *page;
+
+	if (order == 0) {
+		page = balloon_page_alloc();
+	} else {
+		if (order >= MAX_ORDER)
+			return false;
+		page = alloc_pages(VB_OS_GFP_BLOCK, order);
+		/*
+		 * Every page of the block is enqueued, migrated and freed on its own, so it
+		 * needs its own reference count.
+		 */
+		if (page)
+			split_page(page, order);
+	}
+	if (!page)
+		return false;
+	*pfn = page_to_pfn(page);
+	return true;
+}
+
+void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run)
+{
+	uint64_t i;
+
+	/*
+	 * As virtio_balloon's release_pages_balloon(): drop the balloon's reference. Pages the
+	 * core never enqueued hold just their allocation's reference, which this drops too.
+	 * The allocator applies init_on_free or poisoning to every page it gets back, device
+	 * initialised or not: 6.1 has no way to skip that for a page.
+	 */
+	for (i = 0; i < run->count; i++)
+		put_page(pfn_to_page(run->first_pfn + i));
+}
+
+void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run)
+{
+	LIST_HEAD(pages);
+	uint64_t i;
+
+	/* balloon_page_list_enqueue() takes a list and keeps its order: ascending PFNs. */
+	for (i = 0; i < run->count; i++)
+		list_add_tail(&pfn_to_page(run->first_pfn + i)->lru, &pages);
+	balloon_page_list_enqueue(&dev->b_dev_info, &pages);
+}
+
+/* Adds the page to the last run when it extends it at either end, else starts a run. */
+static size_t vb_os_add_to_runs(struct vballoon_page_run *runs, size_t nr_runs, uint64_t pfn)
+{
+	struct vballoon_page_run *last = nr_runs ? &runs[nr_runs - 1] : NULL;
+
+	if (last && last->first_pfn + last->count == pfn) {
+		last->count++;
+		return nr_runs;
+	}
+	if (last && pfn + 1 == last->first_pfn) {
+		last->first_pfn = pfn;
+		last->count++;
+		return nr_runs;
+	}
+	runs[nr_runs].first_pfn = pfn;
+	runs[nr_runs].count = 1;
+	runs[nr_runs].flags = 0;
+	return nr_runs + 1;
+}
+
+size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+			       size_t max_runs, uint64_t max_pages)
+{
+	uint64_t taken = 0;
+	size_t nr_runs = 0;
+
+	/*
+	 * Never more pages at once than there are free runs left, so every page taken has a
+	 * run to go to, however scattered the pages are.
+	 */
+	while (taken < max_pages && nr_runs < max_runs) {
+		size_t batch = min_t(u64, max_pages - taken, max_runs - nr_runs);
+		struct page *page, *next;
+		LIST_HEAD(pages);
+		size_t n;
+
+		/* Skips pages compaction has isolated: fewer than asked is not "empty". */
+		n = balloon_page_list_dequeue(&dev->b_dev_info, &pages, batch);
+		if (!n)
+			break;
+		taken += n;
+		/*
+		 * The dequeue walks the balloon list newest first and pushes each page on the
+		 * head of ours: ours is walked from the tail to hand out the newest first.
+		 */
+		list_for_each_entry_safe_reverse(page, next, &pages, lru) {
+			list_del(&page->lru);
+			nr_runs = vb_os_add_to_runs(runs, nr_runs, page_to_pfn(page));
+		}
+	}
+	return nr_runs;
+}
+
+void vb_os_balloon_list_mark_initialised(struct vballoon_dev *dev,
+					 const struct vballoon_page_run *run)
+{
+	/*
+	 * Nothing to record: the allocator initialises every page freed to it (see
+	 * vb_os_free_page_run()), so the device's promise saves no work in this kernel, and
+	 * the runs taken off the balloon list carry no flags.
+	 */
+}
+
+void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint64_t new_pfn)
+{
+	struct balloon_dev_info *info = &dev->b_dev_info;
+	struct page *newpage = pfn_to_page(new_pfn);
+	unsigned long flags;
+
+	get_page(newpage); /* the balloon's reference */
+
+	/* The managed page count follows in the core (adjust_managed_pages). */
+	spin_lock_irqsave(&info->pages_lock, flags);
+	balloon_page_insert(info, newpage);
+	/* The old page was isolated by compaction and never returns to the list. */
+	info->isolated_pages--;
+	__count_vm_event(BALLOON_MIGRATE);
+	spin_unlock_irqrestore(&info->pages_lock, flags);
+}
+
+void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run,
+				bool add)
+{
+	uint64_t done = 0;
+
+	/* Managed pages are counted per zone, and a run of PFNs may cross a zone boundary. */
+	while (done < run->count) {
+		struct page *page = pfn_to_page(run->first_pfn + done);
+		struct zone *zone = page_zone(page);
+		long n = 1;
+
+		while (done + n < run->count &&
+		       page_zone(pfn_to_page(run->first_pfn + done + n)) == zone)
+			n++;
+		adjust_managed_page_count(page, add ? n : -n);
+		done += n;
+	}
+}
+
+uint64_t vb_os_phys_addr(const void *buffer)
+{
+	/* Only the linear map (kmalloc memory, where the core lives) has a physical address. */
+	WARN_ON_ONCE(!virt_addr_valid(buffer));
+	return virt_to_phys((void *)buffer);
+}
+
+static struct virtqueue *vb_os_vq(struct vballoon_dev *dev, unsigned int kind)
+{
+	if (WARN_ON_ONCE(kind >= VB_QUEUE_KIND_COUNT || !dev->vqs[kind]))
+		return NULL;
+	return dev->vqs[kind];
+}
+
+bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
+		     const struct vballoon_segment *out, unsigned int n_out,
+		     const struct vballoon_segment *in, unsigned int n_in, void *token)
+{
+	struct virtqueue *vq = vb_os_vq(dev, kind);
+	struct scatterlist *sg, **sgs;
+	unsigned int i;
+
+	if (!vq || WARN_ON_ONCE(n_out + n_in == 0 || n_out + n_in > VB_OS_MAX_SEGMENTS))
+		return false;
+	/* Per-queue scratch: virtqueue users already serialise their calls per queue. */
+	sg = dev->sg[kind];
+	sgs = dev->sgs[kind];
+
+	for (i = 0; i < n_out + n_in; i++) {
+		const struct vballoon_segment *seg = i < n_out ? &out[i] : &in[i - n_out];
+
+		/* The core's buffers are kmalloc memory: physically contiguous across pages. */
+		sg_init_table(&sg[i], 1);
+		sg_set_page(&sg[i], pfn_to_page(PHYS_PFN(seg->phys_addr)), seg->len,
+			    offset_in_page(seg->phys_addr));
+		sgs[i] = &sg[i];
+	}
+
+	/*
+	 * Never reclaim here: deflate_for_oom() comes through this from the OOM notifier, and
+	 * every caller holds the balloon lock that the notifier takes. The only allocation
+	 * virtio_ring makes is an indirect table for chains of more than one segment, and when
+	 * it fails it uses direct descriptors instead; the core's one-segment messages never
+	 * allocate at all.
+	 */
+	return virtqueue_add_sgs(vq, sgs, n_out, n_in, token, GFP_NOWAIT | __GFP_NOWARN) == 0;
+}
+
+void vb_os_queue_kick(struct vballoon_dev *dev, unsigned int kind)
+{
+	struct virtqueue *vq = vb_os_vq(dev, kind);
+
+	if (vq)
+		virtqueue_kick(vq);
+}
+
+void *vb_os_queue_get_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len)
+{
+	struct virtqueue *vq = vb_os_vq(dev, kind);
+	unsigned int used_len = 0;
+	void *token;
+
+	if (!vq)
+		return NULL;
+	token = virtqueue_get_buf(vq, &used_len);
+	*len = used_len;
+	return token;
+}
+
+void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len)
+{
+	struct virtqueue *vq = vb_os_vq(dev, kind);
+	unsigned int used_len = 0;
+	void *token = NULL;
+
+	if (!vq)
+		return NULL;
+	for (;;) {
+		/* The queue's callback wakes `acked` (vballoon_ack). */
+		wait_event_timeout(dev->acked, (token = virtqueue_get_buf(vq, &used_len)),
+				   VB_OS_BROKEN_POLL_JIFFIES);
+		if (token)
+			break;
+		/* A broken queue (the device went away) will never return the buffer. */
+		if (virtqueue_is_broken(vq))
+			return NULL;
+	}
+	*len = used_len;
+	return token;
+}
+
+uint32_t vb_os_queue_size(struct vballoon_dev *dev, unsigned int kind)
+{
+	struct virtqueue *vq = vb_os_vq(dev, kind);
+
+	return vq ? virtqueue_get_vring_size(vq) : 0;
+}
+
+uint32_t vb_os_config_read32(struct vballoon_dev *dev, uint32_t offset)
+{
+	__le32 value;
+
+	/*
+	 * One 4-byte access, as virtio_cread_le() makes; the balloon's config space is
+	 * little-endian even on legacy devices.
+	 */
+	might_sleep();
+	dev->vdev->config->get(dev->vdev, offset, &value, sizeof(value));
+	return le32_to_cpu(value);
+}
+
+void vb_os_config_write32(struct vballoon_dev *dev, uint32_t offset, uint32_t value)
+{
+	__le32 le_value = cpu_to_le32(value);
+
+	might_sleep();
+	dev->vdev->config->set(dev->vdev, offset, &le_value, sizeof(le_value));
+}
+
+static uint64_t pages_to_bytes(unsigned long pages)
+{
+	return (uint64_t)pages << PAGE_SHIFT;
+}
+
+/*
+ * The tags Linux 6.1's virtio_balloon reports, plus the 6.12 ones (10-15) that the same
+ * event counters already give. The set depends only on the kernel's configuration, so it
+ * never changes while the module is loaded, as the spec requires of the stats buffer.
+ */
+uint32_t vb_os_memory_stats(struct vballoon_dev *dev, uint64_t *values)
+{
+	struct sysinfo info;
+	uint32_t mask = 0;
+
+#ifdef CONFIG_VM_EVENT_COUNTERS
+	{
+		unsigned long events[NR_VM_EVENT_ITEMS];
+		unsigned long stalls = 0;
+		int zid;
+
+		all_vm_events(events);
+		values[VB_S_SWAP_IN] = pages_to_bytes(events[PSWPIN]);
+		values[VB_S_SWAP_OUT] = pages_to_bytes(events[PSWPOUT]);
+		values[VB_S_MAJFLT] = events[PGMAJFAULT];
+		values[VB_S_MINFLT] = events[PGFAULT];
+		mask |= BIT(VB_S_SWAP_IN) | BIT(VB_S_SWAP_OUT) | BIT(VB_S_MAJFLT) |
+			BIT(VB_S_MINFLT);
+#ifdef CONFIG_HUGETLB_PAGE
+		values[VB_S_HTLB_PGALLOC] = events[HTLB_BUDDY_PGALLOC];
+		values[VB_S_HTLB_PGFAIL] = events[HTLB_BUDDY_PGALLOC_FAIL];
+		mask |= BIT(VB_S_HTLB_PGALLOC) | BIT(VB_S_HTLB_PGFAIL);
+#endif
+		/* ALLOCSTALL_* is one counter per zone, in zone order. */
+		for (zid = 0; zid < MAX_NR_ZONES; zid++)
+			stalls += events[ALLOCSTALL_NORMAL - ZONE_NORMAL + zid];
+		values[VB_S_OOM_KILL] = events[OOM_KILL];
+		values[VB_S_ALLOC_STALL] = stalls;
+		values[VB_S_ASYNC_SCAN] = pages_to_bytes(events[PGSCAN_KSWAPD]);
+		values[VB_S_DIRECT_SCAN] = pages_to_bytes(events[PGSCAN_DIRECT]);
+		values[VB_S_ASYNC_RECLAIM] = pages_to_bytes(events[PGSTEAL_KSWAPD]);
+		values[VB_S_DIRECT_RECLAIM] = pages_to_bytes(events[PGSTEAL_DIRECT]);
+		mask |= BIT(VB_S_OOM_KILL) | BIT(VB_S_ALLOC_STALL) | BIT(VB_S_ASYNC_SCAN) |
+			BIT(VB_S_DIRECT_SCAN) | BIT(VB_S_ASYNC_RECLAIM) | BIT(VB_S_DIRECT_RECLAIM);
+	}
+#endif
+	si_meminfo(&info);
+	values[VB_S_MEMFREE] = pages_to_bytes(info.freeram);
+	values[VB_S_MEMTOT] = pages_to_bytes(info.totalram);
+	values[VB_S_AVAIL] = pages_to_bytes(si_mem_available());
+	values[VB_S_CACHES] = pages_to_bytes(global_node_page_state(NR_FILE_PAGES));
+	mask |= BIT(VB_S_MEMFREE) | BIT(VB_S_MEMTOT) | BIT(VB_S_AVAIL) | BIT(VB_S_CACHES);
+	return mask;
+}
+
+void vb_os_lock(struct vballoon_dev *dev)
+{
+	mutex_lock(&dev->balloon_lock);
+}
+
+void vb_os_unlock(struct vballoon_dev *dev)
+{
+	mutex_unlock(&dev->balloon_lock);
+}
+
+bool vb_os_try_lock(struct vballoon_dev *dev)
+{
+	return mutex_trylock(&dev->balloon_lock);
+}
+
+void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, va_list args)
+{
+	static const char prefix[] = KBUILD_MODNAME ": ";
+	const char *name = dev_name(&dev->vdev->dev);
+	struct va_format vaf;
+	va_list copy;
+
+	if (level > READ_ONCE(vballoon_log_level))
+		return;
+	/* Some core messages carry the prefix already; every line gets it exactly once. */
+	if (!strncmp(fmt, prefix, sizeof(prefix) - 1))
+		fmt += sizeof(prefix) - 1;
+
+	/* A va_list parameter is a pointer in disguise on x86-64: %pV needs a real one. */
+	va_copy(copy, args);
+	vaf.fmt = fmt;
+	vaf.va = &copy;
+	switch (level) {
+	case VB_OS_LOG_ERROR:
+		pr_err("%s: %pV", name, &vaf);
+		break;
+	case VB_OS_LOG_WARNING:
+		pr_warn("%s: %pV", name, &vaf);
+		break;
+	case VB_OS_LOG_INFO:
+		pr_info("%s: %pV", name, &vaf);
+		break;
+	default:
+		printk(KERN_DEBUG pr_fmt("%s: %pV"), name, &vaf);
+		break;
+	}
+	va_end(copy);
+}
