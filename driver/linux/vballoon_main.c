@@ -34,10 +34,15 @@
 
 #include "vballoon_dev.h"
 
-static unsigned int max_chunk_order;
+/*
+ * 2 MiB blocks by default: free memory is taken in whole pageblocks while they last, so
+ * the balloon holds contiguous runs (cheaper to allocate, and one discard per run for a
+ * host that merges). Smaller orders are used as the large ones run out, never by force.
+ */
+static unsigned int max_chunk_order = 9;
 module_param(max_chunk_order, uint, 0444);
 MODULE_PARM_DESC(max_chunk_order,
-		 "Largest block inflate allocates, as a page order (0: a page at a time, like virtio_balloon)");
+		 "Largest block inflate allocates, as a page order (default 9 = 2 MiB; 0: a page at a time, like virtio_balloon)");
 
 unsigned int vballoon_log_level = VB_OS_LOG_INFO;
 module_param_named(log_level, vballoon_log_level, uint, 0644);
@@ -434,6 +439,8 @@ static unsigned int vballoon_features[] = {
 	VIRTIO_BALLOON_F_FREE_PAGE_HINT,
 	VIRTIO_BALLOON_F_PAGE_POISON,
 	VIRTIO_BALLOON_F_REPORTING,
+	/* Experimental (spec/experimental.md); offered by no upstream host. */
+	VB_F_X_CHUNKED,
 };
 
 static const struct virtio_device_id vballoon_id_table[] = {
