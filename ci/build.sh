@@ -1,0 +1,17 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# Configure and build one userspace configuration: `plain` (build/) or `sanitize`
+# (build-sanitize/, AddressSanitizer + UndefinedBehaviorSanitizer).
+set -eu
+cd "$(dirname "$0")/.."
+
+config=${1:-plain}
+case "$config" in
+plain) dir=build; extra="" ;;
+sanitize) dir=build-sanitize; extra="-DVB_SANITIZE=ON -DVB_BUILD_BENCH=OFF" ;;
+*) echo "usage: $0 [plain|sanitize]" >&2; exit 2 ;;
+esac
+
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $extra >/dev/null
+cmake --build "$dir" -j "$(nproc)"

@@ -1,0 +1,67 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# Install every Debian 12 package the project needs: the userspace build (CMake, GoogleTest,
+# Google Benchmark, CLI11, nlohmann-json, fmt), the fuzzers (clang + its runtime), the kernel
+# module build (linux-headers-amd64, g++-12), and the QEMU guest suite (qemu-system-x86,
+# busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest).
+#
+# Idempotent and quiet: when every package is already installed it does nothing, not even
+# `apt-get update`. Needs root (or sudo) only when something is missing.
+set -eu
+
+PACKAGES="
+build-essential
+cmake
+ninja-build
+g++-12
+libgtest-dev
+libgmock-dev
+libbenchmark-dev
+libcli11-dev
+nlohmann-json3-dev
+libfmt-dev
+python3
+python3-pytest
+qemu-system-x86
+busybox-static
+linux-headers-amd64
+kmod
+cpio
+xz-utils
+clang
+libclang-rt-14-dev
+"
+
+missing=""
+for p in $PACKAGES; do
+    # "install ok installed" is the only state that means the package is usable.
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    if [ "$status" != "install ok installed" ]; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+
+echo "install-deps: installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086 # word splitting of the package list is intended
+$SUDO apt-get install -y -qq $missing >/dev/null
+
+# Check the result instead of trusting the exit status of a quiet install.
+for p in $missing; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    if [ "$status" != "install ok installed" ]; then
+        echo "install-deps: $p is still not installed" >&2
+        exit 1
+    fi
+done

@@ -1,0 +1,462 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Prepare what a test guest boots: an ELF vmlinux and a busybox initramfs.
+
+The guest kernel is Debian's own image of the same version as the installed
+linux-headers-amd64 (the headers vballoon.ko is built against), so our module and the
+in-tree virtio_balloon run in exactly the kernel they were built for.
+
+Steps, each cached in the work folder (default tests/guest/.work, or $VBALLOON_GUEST_WORK):
+  1. the kernel version: newest /usr/src/linux-headers-*-amd64 (or $VBALLOON_KVER);
+  2. `apt-get download linux-image-<ver>-amd64` and `dpkg -x` it (kept per version);
+  3. the ELF vmlinux, decompressed from the XZ stream inside the bzImage (an ELF boots
+     through PVH and skips 3-7 s of in-guest decompression under TCG);
+  4. `depmod` on the unpacked modules, whose modules.dep gives the load order;
+  5. a static memory hog (hog.c) built with `gcc -static`, keyed by its source hash;
+  6. a gzip'd newc initramfs: busybox-static, /init, the virtio modules, the in-tree
+     virtio_balloon.ko, the hog and, when given, vballoon.ko; keyed by the hash of everything
+     that goes in, so a rebuilt vballoon.ko gives a new image and an unchanged one is reused.
+
+Run as a script to prepare (and print) the paths:
+  python3 tests/guest/guest_image.py [--vballoon-ko PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import gzip
+import hashlib
+import io
+import struct
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
+DEFAULT_WORK = os.path.join(HERE, ".work")
+
+# Base virtio transport for a virtio-pci device, in the order they must load.  The order is
+# recomputed from modules.dep below; this list only names what the guest needs.
+VIRTIO_BASE_MODULES = ["virtio", "virtio_ring", "virtio_pci_modern_dev",
+                       "virtio_pci_legacy_dev", "virtio_pci"]
+INTREE_BALLOON_MODULE = "virtio_balloon"
+
+# Where vballoon.ko goes inside the guest (insmod takes a path, so modules.dep need not know it).
+GUEST_VBALLOON_KO = "/lib/modules/vballoon.ko"
+
+XZ_MAGIC = b"\xfd7zXZ\x00"
+ELF_MAGIC = b"\x7fELF"
+
+
+class ImageError(RuntimeError):
+    """Preparing the guest failed; the message says what to do."""
+
+
+def work_dir() -> str:
+    return os.environ.get("VBALLOON_GUEST_WORK", DEFAULT_WORK)
+
+
+def _version_key(ver: str):
+    return [int(p) if p.isdigit() else p for p in re.split(r"[.-]", ver)]
+
+
+def headers_kernel_version() -> str:
+    """The kernel version of the installed amd64 headers (what vballoon.ko is built against)."""
+    forced = os.environ.get("VBALLOON_KVER")
+    if forced:
+        return forced
+    found = []
+    for d in glob.glob("/usr/src/linux-headers-*-amd64"):
+        m = re.fullmatch(r"linux-headers-(.+-amd64)", os.path.basename(d))
+        if m and os.path.isfile(os.path.join(d, "Makefile")):
+            found.append(m.group(1))
+    if not found:
+        # Fall back to the metapackage's dependency, as dpkg sees it.
+        try:
+            out = subprocess.run(["dpkg-query", "-W", "-f=${Depends}", "linux-headers-amd64"],
+                                 check=True, capture_output=True, text=True).stdout
+            m = re.search(r"linux-headers-(\S+-amd64)", out)
+            if m:
+                found.append(m.group(1))
+        except (OSError, subprocess.CalledProcessError):
+            pass
+    if not found:
+        raise ImageError("no /usr/src/linux-headers-*-amd64 found: run ci/install-deps.sh "
+                         "(it installs linux-headers-amd64)")
+    return max(found, key=_version_key)
+
+
+def headers_dir(kver: str) -> str:
+    return f"/usr/src/linux-headers-{kver}"
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _run(cmd, **kw):
+    try:
+        return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+    except FileNotFoundError as e:
+        raise ImageError(f"{cmd[0]} is not installed: run ci/install-deps.sh") from e
+    except subprocess.CalledProcessError as e:
+        raise ImageError(f"{' '.join(cmd)} failed (exit {e.returncode}):\n"
+                         f"{e.stdout}{e.stderr}") from e
+
+
+def _atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ----------------------------------------------------------------------------------------------
+# Kernel: download, unpack, vmlinux, depmod
+
+
+def unpack_kernel(kver: str, work: str) -> str:
+    """Download and unpack linux-image-<kver>; returns the unpacked root (cached)."""
+    kdir = os.path.join(work, "kernel", kver)
+    root = os.path.join(kdir, "root")
+    stamp = os.path.join(kdir, "unpacked.stamp")
+    # `make M=<repo> clean` deletes every *.ko below the repository, this cache included:
+    # check a module we need is still there, else unpack again (the .deb is kept).
+    sentinel = os.path.join(root, "lib", "modules", kver, "kernel", "drivers", "virtio",
+                            f"{INTREE_BALLOON_MODULE}.ko")
+    if os.path.exists(stamp) and os.path.exists(sentinel):
+        return root
+    os.makedirs(kdir, exist_ok=True)
+    pkg = f"linux-image-{kver}"
+    debs = glob.glob(os.path.join(kdir, f"{pkg}_*.deb"))
+    if not debs:
+        # apt-get download writes into the current directory.
+        try:
+            _run(["apt-get", "download", "-q", pkg], cwd=kdir)
+        except ImageError as first:
+            # Most often the package lists are missing or stale (a fresh container, or the
+            # headers moved on): refresh them once if we may, then retry.
+            if os.geteuid() != 0:
+                raise ImageError(f"{first}\n(try `apt-get update` first)") from None
+            _run(["apt-get", "update", "-qq"])
+            _run(["apt-get", "download", "-q", pkg], cwd=kdir)
+        debs = glob.glob(os.path.join(kdir, f"{pkg}_*.deb"))
+        if not debs:
+            raise ImageError(f"apt-get download {pkg} produced no .deb in {kdir}")
+    if os.path.isdir(root):
+        shutil.rmtree(root)
+    _run(["dpkg", "-x", debs[0], root])
+    with open(stamp, "w") as f:
+        f.write(os.path.basename(debs[0]) + "\n")
+    return root
+
+
+def extract_vmlinux_bytes(bzimage: bytes) -> bytes:
+    """The ELF kernel inside an XZ-compressed bzImage (what scripts/extract-vmlinux does)."""
+    pos = bzimage.find(XZ_MAGIC)
+    while pos >= 0:
+        d = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+        try:
+            data = d.decompress(bzimage[pos:])
+        except lzma.LZMAError:
+            data = b""
+        if data.startswith(ELF_MAGIC):
+            return data
+        pos = bzimage.find(XZ_MAGIC, pos + 1)
+    raise ImageError("no XZ-compressed ELF found in the bzImage (is the kernel not XZ-compressed?)")
+
+
+def vmlinux_path(kver: str, work: str) -> str:
+    root = unpack_kernel(kver, work)
+    out = os.path.join(work, "kernel", kver, "vmlinux")
+    if not os.path.exists(out):
+        with open(os.path.join(root, "boot", f"vmlinuz-{kver}"), "rb") as f:
+            _atomic_write(out, extract_vmlinux_bytes(f.read()))
+    return out
+
+
+def run_depmod(kver: str, work: str) -> str:
+    """depmod on the unpacked tree (the package ships no modules.dep); returns modules dir."""
+    root = unpack_kernel(kver, work)
+    mdir = os.path.join(root, "lib", "modules", kver)
+    if not os.path.exists(os.path.join(mdir, "modules.dep")):
+        _run(["depmod", "-b", root, kver])
+    return mdir
+
+
+def parse_modules_dep(mdir: str) -> dict[str, tuple[str, list[str]]]:
+    """module name -> (path relative to mdir, [dependency paths])."""
+    deps = {}
+    with open(os.path.join(mdir, "modules.dep")) as f:
+        for line in f:
+            path, _, rest = line.partition(":")
+            name = os.path.basename(path).split(".ko")[0].replace("-", "_")
+            deps[name] = (path, rest.split())
+    return deps
+
+
+def module_load_order(mdir: str, names: list[str]) -> list[str]:
+    """Paths (relative to mdir) of `names` and their dependencies, dependencies first."""
+    deps = parse_modules_dep(mdir)
+    by_path = {p: d for p, d in deps.values()}
+    order: list[str] = []
+
+    def visit(path: str, stack: tuple = ()):
+        if path in order:
+            return
+        if path in stack:
+            raise ImageError(f"module dependency cycle at {path}")
+        for dep in by_path.get(path, []):
+            visit(dep, stack + (path,))
+        order.append(path)
+
+    for n in names:
+        if n not in deps:
+            raise ImageError(f"module {n} is not in {mdir}/modules.dep (is it built in?)")
+        visit(deps[n][0])
+    return order
+
+
+def module_info(path: str, field: str) -> str:
+    return _run(["modinfo", "-F", field, path]).stdout.strip()
+
+
+# ----------------------------------------------------------------------------------------------
+# The guest's /init: mounts, base virtio modules, then a command loop on ttyS1.
+#
+# Protocol on the second serial port (ttyS1, a channel of its own: kernel messages go to ttyS0):
+#   host -> guest:  "RUN <id> <base64 of a shell script>\n"
+#   guest -> host:  "@@B <id>\n" <base64 of stdout+stderr> "@@E <id> <exit status>\n"
+# The loop runs in PID 1, which the OOM killer never picks; each command runs in a child shell.
+# Base64 in both directions keeps the tty from interpreting anything and the markers unambiguous.
+
+INIT_SCRIPT = r"""#!/bin/busybox sh
+# SPDX-License-Identifier: GPL-2.0
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t tmpfs -o size=100% tmpfs /tmp
+for m in @BASE_MODULES@; do
+    insmod /lib/modules/@KVER@/$m || echo "VBGUEST: insmod $m failed" > /dev/console
+done
+stty -F /dev/ttyS1 raw -echo
+exec 3<>/dev/ttyS1
+echo "VBGUEST: ready" > /dev/console
+echo "@@READY" >&3
+while true; do
+    if ! read -r verb id payload <&3; then
+        continue
+    fi
+    [ "$verb" = RUN ] || continue
+    echo "$payload" | base64 -d > /tmp/.cmd
+    sh /tmp/.cmd > /tmp/.out 2>&1 < /dev/null
+    rc=$?
+    { echo "@@B $id"; base64 /tmp/.out; echo "@@E $id $rc"; } >&3
+done
+"""
+
+
+@dataclasses.dataclass
+class GuestImage:
+    kver: str
+    vmlinux: str
+    initramfs: str
+    modules_dir: str           # unpacked /lib/modules/<kver> on the host
+    base_modules: list[str]    # guest paths, in load order (loaded by /init)
+    intree_modules: list[str]  # guest paths to insmod for the in-tree balloon (in order)
+    vballoon_ko: str | None    # host path of the vballoon.ko inside this image, if any
+    vballoon_modules: list[str]  # guest paths to insmod for vballoon (deps first)
+
+
+def build_hog(work: str) -> str:
+    src = os.path.join(HERE, "hog.c")
+    key = hashlib.sha256(open(src, "rb").read()).hexdigest()[:16]
+    out = os.path.join(work, "bin", f"hog-{key}")
+    if not os.path.exists(out):
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        tmp = out + ".tmp"
+        _run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", tmp, src])
+        os.replace(tmp, out)
+    return out
+
+
+def _is_static_elf(path: str) -> bool:
+    """True for an x86-64 ELF without a PT_INTERP program header (no dynamic loader)."""
+    with open(path, "rb") as f:
+        hdr = f.read(64)
+        if hdr[:4] != ELF_MAGIC or hdr[4] != 2:
+            return False
+        phoff, = struct.unpack_from("<Q", hdr, 32)
+        phentsize, phnum = struct.unpack_from("<HH", hdr, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    return all(struct.unpack_from("<I", table, i * phentsize)[0] != 3 for i in range(phnum))
+
+
+class _Newc:
+    """A minimal writer of the cpio "newc" format the kernel unpacks (deterministic output)."""
+
+    def __init__(self):
+        self.buf = io.BytesIO()
+        self.ino = 1
+
+    def _entry(self, name: str, mode: int, data: bytes = b"", rdev: tuple = (0, 0)):
+        nameb = name.encode() + b"\0"
+        hdr = "070701" + "".join(f"{v:08x}" for v in (
+            self.ino, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1], len(nameb), 0))
+        self.ino += 1
+        self.buf.write(hdr.encode() + nameb)
+        self.buf.write(b"\0" * (-(110 + len(nameb)) % 4))
+        self.buf.write(data)
+        self.buf.write(b"\0" * (-len(data) % 4))
+
+    def dir(self, name):
+        self._entry(name, 0o040755)
+
+    def file(self, name, data: bytes, perm=0o644):
+        self._entry(name, 0o100000 | perm, data)
+
+    def symlink(self, name, target):
+        self._entry(name, 0o120777, target.encode())
+
+    def chardev(self, name, major, minor):
+        self._entry(name, 0o020600, rdev=(major, minor))
+
+    def finish(self) -> bytes:
+        self._entry("TRAILER!!!", 0)
+        self.buf.write(b"\0" * (-self.buf.tell() % 512))
+        return self.buf.getvalue()
+
+
+def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None) -> GuestImage:
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    if not os.path.exists(busybox):
+        raise ImageError("busybox not found: run ci/install-deps.sh (busybox-static)")
+    if not _is_static_elf(busybox):
+        raise ImageError(f"{busybox} is dynamically linked: install busybox-static")
+    hog = build_hog(work)
+
+    base = module_load_order(mdir, VIRTIO_BASE_MODULES)
+    intree = [p for p in module_load_order(mdir, [INTREE_BALLOON_MODULE]) if p not in base]
+    vb_deps: list[str] = []
+    if vballoon_ko:
+        if not os.path.isfile(vballoon_ko):
+            raise ImageError(f"{vballoon_ko} does not exist")
+        magic = module_info(vballoon_ko, "vermagic").split()
+        if not magic or magic[0] != kver:
+            raise ImageError(f"{vballoon_ko} was built for kernel {magic[0] if magic else '?'}, "
+                             f"the guest runs {kver}: rebuild it with "
+                             f"make -C {headers_dir(kver)} M={REPO_ROOT}")
+        names = [d for d in module_info(vballoon_ko, "depends").split(",") if d]
+        vb_deps = [p for p in module_load_order(mdir, names) if p not in base] if names else []
+
+    init = INIT_SCRIPT.replace("@KVER@", kver).replace("@BASE_MODULES@", " ".join(base))
+    inputs = [("init", hashlib.sha256(init.encode()).hexdigest()),
+              ("busybox", sha256_file(busybox)), ("hog", sha256_file(hog))]
+    for p in base + intree + vb_deps:
+        inputs.append((p, sha256_file(os.path.join(mdir, p))))
+    if vballoon_ko:
+        inputs.append((GUEST_VBALLOON_KO, sha256_file(vballoon_ko)))
+    key = hashlib.sha256(repr((kver, inputs)).encode()).hexdigest()[:16]
+    out = os.path.join(work, "initramfs", f"initramfs-{kver}-{key}.cpio.gz")
+
+    def g(p):  # guest path of a module
+        return f"/lib/modules/{kver}/{p}"
+
+    img = GuestImage(kver=kver, vmlinux="", initramfs=out, modules_dir=mdir,
+                     base_modules=[g(p) for p in base],
+                     intree_modules=[g(p) for p in intree],
+                     vballoon_ko=vballoon_ko,
+                     vballoon_modules=[g(p) for p in vb_deps] + ([GUEST_VBALLOON_KO]
+                                                                 if vballoon_ko else []))
+    if os.path.exists(out):
+        return img
+
+    a = _Newc()
+    for d in ["bin", "dev", "proc", "sys", "tmp", "root", "lib", "lib/modules",
+              f"lib/modules/{kver}"]:
+        a.dir(d)
+    a.chardev("dev/console", 5, 1)
+    a.file("bin/busybox", open(busybox, "rb").read(), 0o755)
+    a.symlink("bin/sh", "busybox")
+    a.file("bin/hog", open(hog, "rb").read(), 0o755)
+    a.file("init", init.encode(), 0o755)
+    made = set()
+    for p in base + intree + vb_deps:
+        parts = p.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = f"lib/modules/{kver}/" + "/".join(parts[:i])
+            if d not in made:
+                made.add(d)
+                a.dir(d)
+        a.file(f"lib/modules/{kver}/{p}", open(os.path.join(mdir, p), "rb").read())
+    if vballoon_ko:
+        a.file(GUEST_VBALLOON_KO.lstrip("/"), open(vballoon_ko, "rb").read())
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    _atomic_write(out, gzip.compress(a.finish(), compresslevel=6, mtime=0))
+    return img
+
+
+def prepare(vballoon_ko: str | None = None, work: str | None = None) -> GuestImage:
+    """Everything a guest needs; cheap when cached. Raises ImageError with a remedy."""
+    work = work or work_dir()
+    os.makedirs(work, exist_ok=True)
+    kver = headers_kernel_version()
+    vmlinux = vmlinux_path(kver, work)
+    mdir = run_depmod(kver, work)
+    img = build_initramfs(kver, mdir, work, vballoon_ko)
+    img.vmlinux = vmlinux
+    return img
+
+
+def default_vballoon_ko() -> str:
+    return os.environ.get("VBALLOON_KO", os.path.join(REPO_ROOT, "vballoon.ko"))
+
+
+def missing_vballoon_message(path: str) -> str:
+    try:
+        kver = headers_kernel_version()
+        hdr = headers_dir(kver)
+    except ImageError:
+        hdr = "/usr/src/linux-headers-<version>-amd64"
+    return (f"vballoon.ko not found at {path}: build it with "
+            f"`make -C {hdr} M={REPO_ROOT}` (or point VBALLOON_KO at it)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vballoon-ko", help="also put this vballoon.ko into the initramfs")
+    ap.add_argument("--work", help=f"cache folder (default $VBALLOON_GUEST_WORK or {DEFAULT_WORK})")
+    args = ap.parse_args(argv)
+    try:
+        img = prepare(args.vballoon_ko, args.work)
+    except ImageError as e:
+        print(f"guest_image: {e}", file=sys.stderr)
+        return 1
+    for k, v in dataclasses.asdict(img).items():
+        print(f"{k}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,438 @@
+# SPDX-License-Identifier: GPL-2.0
+"""A background QEMU guest (TCG) we can run shell commands in and drive through QMP.
+
+Channels (all unix sockets in a private runtime folder):
+  - ttyS0, the kernel console: the harness listens, QEMU connects; a thread drains it into
+    <log_dir>/<name>.console.log and keeps the tail for error messages (an undrained console
+    would stall the guest's printk);
+  - ttyS1, the command channel: /init runs a loop that reads "RUN <id> <base64 script>" and
+    answers "@@B <id>", base64 output, "@@E <id> <status>" (see guest_image.INIT_SCRIPT).
+    Nothing else writes to ttyS1, so the markers cannot be interleaved with kernel messages;
+  - QMP: QEMU listens, qmp.QMP connects.
+Every wait has a deadline and also watches the QEMU process, so a guest that died (panic=-1
+with -no-reboot makes QEMU exit) is reported at once with the console tail.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import dataclasses
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import guest_image
+from qmp import QMP
+
+QEMU = os.environ.get("VBALLOON_QEMU", "qemu-system-x86_64")
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+PAGE_BYTES = 4096
+VIRTIO_ID_BALLOON = 0x0005
+BALLOON_QOM_PATH = "/machine/peripheral/balloon0"
+# Inflating 1 GiB takes about 1 s with the in-tree driver under TCG; 60 s lets a much slower
+# driver pass while still catching one that never gets there.
+BALLOON_TIMEOUT_S = 60.0
+
+# init_on_alloc=0: Debian's CONFIG_INIT_ON_ALLOC_DEFAULT_ON would zero every page the balloon
+# allocates (10-20x slower inflation under TCG); see docs in /work/shared/docs/qemu-guest.md.
+BASE_APPEND = "console=ttyS0 panic=-1 init_on_alloc=0"
+
+
+# Kernel taint flags, bit i = TAINT_LETTERS[i] (Documentation/admin-guide/tainted-kernels.rst).
+TAINT_LETTERS = "PFSRMBUDAWCIOELKXTN"
+# Loading an out-of-tree, unsigned module sets O (12) and E (13): expected.  Anything else
+# (W warning, D oops, B bad page, L soft lockup, ...) means trouble.
+TAINT_BAD = ~((1 << 12) | (1 << 13)) & ((1 << len(TAINT_LETTERS)) - 1)
+KERNEL_TROUBLE = re.compile(r"WARNING:|BUG:|kernel BUG|Oops|Call Trace|soft lockup|"
+                            r"general protection|Bad page|Kernel panic")
+
+
+def taint_letters(mask: int) -> str:
+    return "".join(c for i, c in enumerate(TAINT_LETTERS) if mask >> i & 1)
+
+
+def kernel_trouble(console: str, context: int = 40) -> str:
+    """The console from the first warning/oops line on (or its tail if there is none)."""
+    lines = console.splitlines()
+    for i, line in enumerate(lines):
+        if KERNEL_TROUBLE.search(line):
+            return "\n".join(lines[max(i - 2, 0):i + context])
+    return "\n".join(lines[-context:])
+
+
+def death_report(console: str, before: int = 30) -> str:
+    """The lines leading to the last kernel panic, or the console's tail."""
+    lines = console.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if "Kernel panic" in lines[i]:
+            return "\n".join(lines[max(i - before, 0):i + 3])
+    return "\n".join(lines[-before:])
+
+
+class GuestError(RuntimeError):
+    """The guest or QEMU misbehaved (died, timed out, refused to start)."""
+
+
+@dataclasses.dataclass
+class Driver:
+    """A balloon driver the guest can load: the in-tree virtio_balloon or our vballoon."""
+    label: str               # test id: "in-tree" or "vballoon"
+    module: str              # name for rmmod / lsmod
+    sysfs_name: str          # /sys/bus/virtio/drivers/<sysfs_name>
+    insmod: list[str]        # guest paths, dependencies first
+    params: str = ""         # module parameters for the last insmod
+
+
+def intree_driver(img: guest_image.GuestImage) -> Driver:
+    return Driver("in-tree", "virtio_balloon", "virtio_balloon", list(img.intree_modules))
+
+
+def vballoon_driver(img: guest_image.GuestImage) -> Driver:
+    return Driver("vballoon", "vballoon", "vballoon", list(img.vballoon_modules),
+                  os.environ.get("VBALLOON_PARAMS", ""))
+
+
+@dataclasses.dataclass
+class CmdResult:
+    status: int
+    output: str
+
+
+def _set_pdeathsig():
+    # QEMU dies with the harness, even if the harness is killed: no stray guests.
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class GuestVM:
+    def __init__(self, img: guest_image.GuestImage, *, name: str = "guest", ram_mib: int = 2048,
+                 smp: int = 2, balloon_props: dict | None = None, append: str = "",
+                 log_dir: str | None = None):
+        self.img = img
+        self.name = name
+        self.ram_bytes = ram_mib * MIB
+        self.ram_mib = ram_mib
+        self.smp = smp
+        self.balloon_props = dict(balloon_props or {})
+        self.append = f"{BASE_APPEND} {append}".strip()
+        self.log_dir = log_dir or os.path.join(guest_image.work_dir(), "logs")
+        self.console_log = os.path.join(self.log_dir, f"{name}.console.log")
+        self.proc: subprocess.Popen | None = None
+        self.qmp: QMP | None = None
+        self.boot_seconds: float | None = None
+        self.broken = False    # a command timed out: the channel may be out of step
+        self._rundir = None
+        self._cmd = None
+        self._cmd_buf = b""
+        self._cmd_id = 0
+        self._console_tail = bytearray()
+        self.console_bytes = 0     # how much the console has printed so far
+        self._console_lock = threading.Lock()
+        self._console_thread = None
+        self.driver: Driver | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def command_line(self) -> list[str]:
+        props = "".join(f",{k}={v}" for k, v in self.balloon_props.items())
+        r = self._rundir
+        return [
+            QEMU, "-machine", "q35", "-accel", "tcg", "-m", f"{self.ram_mib}M",
+            "-smp", str(self.smp), "-nodefaults", "-no-user-config", "-display", "none",
+            "-no-reboot", "-kernel", self.img.vmlinux, "-initrd", self.img.initramfs,
+            "-append", self.append,
+            "-chardev", f"socket,id=con,path={r}/console.sock",
+            "-serial", "chardev:con",
+            "-chardev", f"socket,id=cmd,path={r}/cmd.sock",
+            "-serial", "chardev:cmd",
+            "-qmp", f"unix:{r}/qmp.sock,server=on,wait=off",
+            "-device", f"virtio-balloon-pci,id=balloon0{props}",
+        ]
+
+    def start(self, boot_timeout: float = 90.0) -> "GuestVM":
+        if shutil.which(QEMU) is None:
+            raise GuestError(f"{QEMU} not found: run ci/install-deps.sh (qemu-system-x86)")
+        os.makedirs(self.log_dir, exist_ok=True)
+        # Unix socket paths are limited to 108 bytes: keep them short, under /tmp.
+        self._rundir = tempfile.mkdtemp(prefix="vbguest-")
+        atexit.register(self.stop)  # a script that forgets stop() leaves nothing behind
+        listeners = {}
+        for ch in ("console", "cmd"):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(os.path.join(self._rundir, f"{ch}.sock"))
+            s.listen(1)
+            listeners[ch] = s
+        t0 = time.monotonic()
+        self._stderr = open(os.path.join(self.log_dir, f"{self.name}.qemu.log"), "w+")
+        try:
+            self.proc = subprocess.Popen(self.command_line(), stdin=subprocess.DEVNULL,
+                                         stdout=self._stderr, stderr=subprocess.STDOUT,
+                                         preexec_fn=_set_pdeathsig)
+        except OSError as e:
+            raise GuestError(f"cannot start {QEMU}: {e}") from e
+        try:
+            deadline = t0 + boot_timeout
+            conns = {}
+            for ch, s in listeners.items():
+                while True:
+                    r, _, _ = select.select([s], [], [], 0.2)
+                    if r:
+                        conns[ch], _ = s.accept()
+                        break
+                    self._check_alive(f"connecting the {ch} channel")
+                    if time.monotonic() > deadline:
+                        raise GuestError(f"QEMU did not connect its {ch} channel")
+            for s in listeners.values():
+                s.close()
+            self._console = conns["console"]
+            self._cmd = conns["cmd"]
+            open(self.console_log, "w").close()
+            self._console_thread = threading.Thread(target=self._drain_console, daemon=True)
+            self._console_thread.start()
+            self.qmp = QMP(os.path.join(self._rundir, "qmp.sock"),
+                           connect_timeout=max(deadline - time.monotonic(), 1),
+                           is_alive=lambda: self.proc.poll() is None)
+            self._wait_line(b"@@READY", deadline, "the guest's /init to come up")
+            self.boot_seconds = time.monotonic() - t0
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Quit QEMU (QMP quit, then SIGKILL if it lingers) and remove the runtime folder."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                if self.qmp is not None:
+                    self.qmp.execute("quit", timeout=5)
+            except Exception:
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self.qmp is not None:
+            self.qmp.close()
+        for s in (self._cmd, getattr(self, "_console", None)):
+            if s is not None:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+        if self._console_thread is not None:
+            self._console_thread.join(timeout=5)
+        if getattr(self, "_stderr", None):
+            self._stderr.close()
+        if self._rundir and os.path.isdir(self._rundir):
+            shutil.rmtree(self._rundir, ignore_errors=True)
+        atexit.unregister(self.stop)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    # -- console -------------------------------------------------------------------------------
+
+    def _drain_console(self):
+        with open(self.console_log, "ab") as log:
+            while True:
+                try:
+                    data = self._console.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                log.write(data)
+                log.flush()
+                with self._console_lock:
+                    self.console_bytes += len(data)
+                    self._console_tail += data
+                    del self._console_tail[:-16384]
+
+    def console_tail(self, lines: int = 40) -> str:
+        with self._console_lock:
+            text = self._console_tail.decode(errors="replace")
+        return "\n".join(text.replace("\r", "").splitlines()[-lines:])
+
+    def console_text(self, since: int = 0) -> str:
+        """The console log from byte offset `since` (a value of console_bytes) on."""
+        with open(self.console_log, "rb") as f:
+            f.seek(since)
+            return f.read().decode(errors="replace").replace("\r", "")
+
+    def _qemu_stderr(self) -> str:
+        try:
+            self._stderr.flush()
+            with open(self._stderr.name) as f:
+                return f.read()[-4000:]
+        except (OSError, ValueError):
+            return ""
+
+    def _check_alive(self, doing: str):
+        if self.proc is not None and self.proc.poll() is not None:
+            raise GuestError(
+                f"[{self.name}] QEMU exited (status {self.proc.returncode}) while {doing}.\n"
+                f"QEMU said:\n{self._qemu_stderr()}\n"
+                f"console ({self.console_log}):\n{death_report(self.console_text())}")
+
+    # -- command channel -----------------------------------------------------------------------
+
+    def _read_cmd_line(self, deadline: float, doing: str) -> bytes:
+        while b"\n" not in self._cmd_buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.broken = True
+                raise GuestError(f"[{self.name}] timed out {doing}.\n"
+                                 f"console tail ({self.console_log}):\n{self.console_tail()}")
+            r, _, _ = select.select([self._cmd], [], [], min(left, 0.5))
+            if r:
+                chunk = self._cmd.recv(65536)
+                if not chunk:
+                    # QEMU closes its sockets as it exits: give it a moment to be reaped so
+                    # the error says why (exit status, console tail with the panic).
+                    try:
+                        self.proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    self._check_alive(doing)
+                    raise GuestError(f"[{self.name}] command channel closed while {doing}.\n"
+                                     f"console tail:\n{self.console_tail()}")
+                self._cmd_buf += chunk
+            else:
+                self._check_alive(doing)
+        line, _, self._cmd_buf = self._cmd_buf.partition(b"\n")
+        return line.rstrip(b"\r")
+
+    def _wait_line(self, want: bytes, deadline: float, doing: str):
+        while self._read_cmd_line(deadline, f"waiting for {doing}") != want:
+            pass
+
+    def run(self, script: str, timeout: float = 60.0, check: bool = True) -> CmdResult:
+        """Run a shell script in the guest; returns its exit status and stdout+stderr."""
+        if self.broken:
+            raise GuestError(f"[{self.name}] an earlier command timed out; guest not usable")
+        self._check_alive(f"starting {script!r}")
+        console0 = self.console_bytes
+        self._cmd_id += 1
+        cid = self._cmd_id
+        payload = base64.b64encode(script.encode()).decode()
+        self._cmd.sendall(f"RUN {cid} {payload}\n".encode())
+        deadline = time.monotonic() + timeout
+        doing = f"running {script!r} (timeout {timeout} s)"
+        self._wait_line(f"@@B {cid}".encode(), deadline, doing)
+        body = []
+        while True:
+            line = self._read_cmd_line(deadline, doing)
+            m = re.fullmatch(rb"@@E (\d+) (\d+)", line)
+            if m and int(m.group(1)) == cid:
+                status = int(m.group(2))
+                break
+            body.append(line)
+        out = base64.b64decode(b"".join(body)).decode(errors="replace")
+        res = CmdResult(status, out)
+        if check and status != 0:
+            console = self.console_text(console0)
+            trouble = (f"\nkernel console meanwhile:\n{kernel_trouble(console)}"
+                       if KERNEL_TROUBLE.search(console) else "")
+            raise GuestError(f"[{self.name}] {script!r} exited {status}:\n{out}{trouble}")
+        return res
+
+    def sh(self, script: str, timeout: float = 60.0) -> str:
+        """Run a script that must succeed; returns its output."""
+        return self.run(script, timeout=timeout, check=True).output
+
+    # -- guest facts ---------------------------------------------------------------------------
+
+    def meminfo(self) -> dict[str, int]:
+        """/proc/meminfo in kB (and counts for the few fields without a unit)."""
+        vals = {}
+        for line in self.sh("cat /proc/meminfo").splitlines():
+            k, _, v = line.partition(":")
+            vals[k.strip()] = int(v.split()[0])
+        return vals
+
+    def free_kib(self) -> int:
+        """Free memory in KiB, counting the per-CPU page lists that MemFree leaves out.
+
+        MemFree (NR_FREE_PAGES) moves by tens of MiB as pages go in and out of the per-CPU
+        lists (up to ~27 MiB per CPU in a 2 GiB guest); free + per-CPU counts from
+        /proc/zoneinfo is stable to a few hundred KiB on an idle guest.
+        """
+        z = self.sh("cat /proc/zoneinfo")
+        free = sum(int(v) for v in re.findall(r"^\s+nr_free_pages\s+(\d+)", z, re.M))
+        pcp = sum(int(v) for v in re.findall(r"^\s+count:\s+(\d+)", z, re.M))
+        return (free + pcp) * PAGE_BYTES // 1024
+
+    def balloon_device(self) -> str:
+        """sysfs name of the virtio device whose id is the balloon's (e.g. "virtio0")."""
+        out = self.sh("for d in /sys/bus/virtio/devices/*; do echo $d $(cat $d/device); done")
+        found = [os.path.basename(line.split()[0]) for line in out.splitlines()
+                 if int(line.split()[1], 16) == VIRTIO_ID_BALLOON]
+        if len(found) != 1:
+            raise GuestError(f"[{self.name}] expected one virtio balloon device, found:\n{out}")
+        return found[0]
+
+    def bound_driver(self) -> str | None:
+        dev = self.balloon_device()
+        out = self.run(f"readlink /sys/bus/virtio/devices/{dev}/driver", check=False)
+        return os.path.basename(out.output.strip()) if out.status == 0 else None
+
+    def negotiated_features(self) -> int:
+        """Feature bits the driver accepted (the sysfs "features" file: one char per bit)."""
+        bits = self.sh(f"cat /sys/bus/virtio/devices/{self.balloon_device()}/features").strip()
+        return sum(1 << i for i, c in enumerate(bits) if c == "1")
+
+    def taint(self) -> int:
+        return int(self.sh("cat /proc/sys/kernel/tainted").strip())
+
+    def loaded_modules(self) -> set[str]:
+        return {line.split()[0] for line in self.sh("cat /proc/modules").splitlines()}
+
+    def load_driver(self, drv: Driver, timeout: float = 60.0) -> None:
+        """insmod the driver (and its dependencies) and wait until it is bound to the device."""
+        loaded = self.loaded_modules()
+        script = []
+        for i, path in enumerate(drv.insmod):
+            mod = os.path.basename(path).split(".ko")[0].replace("-", "_")
+            if mod in loaded:
+                continue
+            params = f" {drv.params}" if i == len(drv.insmod) - 1 and drv.params else ""
+            script.append(f"insmod {path}{params}")
+        if script:
+            self.sh(" && ".join(script), timeout=timeout)
+        self.wait_bound(drv, timeout)
+        self.driver = drv
+
+    def wait_bound(self, drv: Driver, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.bound_driver() != drv.sysfs_name:
+            if time.monotonic() > deadline:
+                raise GuestError(f"[{self.name}] {drv.sysfs_name} did not bind to the balloon "
+                                 f"device within {timeout} s.\nconsole:\n{self.console_tail()}")
+            time.sleep(0.05)  # poll interval, bounded by the deadline above
+
+    def unload_driver(self, drv: Driver, timeout: float = 120.0) -> None:
+        self.sh(f"rmmod {drv.module}", timeout=timeout)
+        self.driver = None
+
+    def qemu_rss_bytes(self) -> int:
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise GuestError("no VmRSS in /proc/<qemu>/status")
