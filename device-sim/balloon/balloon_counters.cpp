@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "balloon/balloon_counters.h"
+
+namespace vbsim
+{
+
+std::string_view to_string(BalloonRejection reason)
+{
+	switch (reason) {
+	case BalloonRejection::kEmptyRequest:
+		return "empty-request";
+	case BalloonRejection::kWritableBuffer:
+		return "writable-buffer";
+	case BalloonRejection::kPfnArrayNotMultipleOf4:
+		return "pfn-array-not-multiple-of-4";
+	case BalloonRejection::kPfnArrayTooLarge:
+		return "pfn-array-too-large";
+	case BalloonRejection::kPfnOutsideRam:
+		return "pfn-outside-ram";
+	case BalloonRejection::kPfnAlreadyHostOwned:
+		return "pfn-already-host-owned";
+	case BalloonRejection::kPfnNotHostOwned:
+		return "pfn-not-host-owned";
+	case BalloonRejection::kStatsPartialEntry:
+		return "stats-partial-entry";
+	case BalloonRejection::kStatsTooManyEntries:
+		return "stats-too-many-entries";
+	case BalloonRejection::kCount:
+		break;
+	}
+	return "unknown";
+}
+
+} // namespace vbsim

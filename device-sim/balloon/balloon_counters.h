@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// What the balloon device has done, and every balloon-level input it refused, by reason.
+// Ring-level rejections (bad descriptors) are counted per queue by the transport; these
+// are about the payload of well-formed chains. Atomic: written on the device thread,
+// read by tests on theirs.
+#ifndef VBSIM_BALLOON_BALLOON_COUNTERS_H
+#define VBSIM_BALLOON_BALLOON_COUNTERS_H
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace vbsim
+{
+
+enum class BalloonRejection : uint8_t {
+	// A whole request refused (returned used with length 0, nothing done):
+	kEmptyRequest,		 // no device-readable bytes
+	kWritableBuffer,	 // device-writable buffers on a queue whose buffers are out-only
+	kPfnArrayNotMultipleOf4, // a PFN array is le32 entries
+	kPfnArrayTooLarge,	 // above the profile's max_pfn_bytes_per_request
+	// One PFN of a request refused, the rest still processed:
+	kPfnOutsideRam, // the 4 KiB page is not fully inside guest RAM
+	// Counted, but done anyway because doing it is harmless:
+	kPfnAlreadyHostOwned, // inflate of a page the balloon already holds (discarded again)
+	kPfnNotHostOwned,     // deflate of a page the balloon does not hold (acked)
+	// Stats buffers (the valid part is still used):
+	kStatsPartialEntry,   // length not a multiple of 10: the trailing bytes are ignored
+	kStatsTooManyEntries, // entries beyond the bound are ignored
+	kCount
+};
+
+inline constexpr size_t kBalloonRejectionCount = static_cast<size_t>(BalloonRejection::kCount);
+
+std::string_view to_string(BalloonRejection reason);
+
+struct BalloonCounters {
+	std::atomic<uint64_t> inflate_requests{0}; // inflate chains processed
+	std::atomic<uint64_t> deflate_requests{0}; // deflate chains processed
+	std::atomic<uint64_t> pages_inflated{0};   // pages that became host-owned
+	std::atomic<uint64_t> pages_deflated{0};   // pages handed back with an ack
+	std::atomic<uint64_t> pages_discarded{0};  // 4 KiB pages madvise'd away
+	std::atomic<uint64_t> discard_calls{0};	   // madvise syscalls made
+	std::atomic<uint64_t> discard_failures{0}; // madvise calls that returned an error
+	// Requests of more than 256 PFNs: fine here, but Firecracker skips them and
+	// cloud-hypervisor rejects them, so a driver that sends them breaks on those hosts.
+	std::atomic<uint64_t> requests_over_peer_cap{0};
+	std::atomic<uint64_t> pages_released_by_reset{0}; // held by the balloon when reset
+	// Chains on queues whose device side is not built yet (free page hints, reports):
+	// acknowledged without acting on them, which the spec allows.
+	std::atomic<uint64_t> chains_acked_without_action{0};
+
+	std::atomic<uint64_t> stats_requests{0};      // buffers returned to ask for fresh stats
+	std::atomic<uint64_t> stats_updates{0};	      // buffers parsed
+	std::atomic<uint64_t> stats_extra_buffers{0}; // a second buffer while one was held
+	std::atomic<uint64_t> stats_unknown_tags{0};  // entries ignored for an unknown tag
+	std::atomic<uint64_t> stats_requests_without_buffer{0}; // asked while none was held
+
+	std::array<std::atomic<uint64_t>, kBalloonRejectionCount> rejected{};
+
+	uint64_t rejected_by(BalloonRejection reason) const
+	{
+		return rejected[static_cast<size_t>(reason)].load();
+	}
+	void reject(BalloonRejection reason, uint64_t count = 1)
+	{
+		rejected[static_cast<size_t>(reason)].fetch_add(count, std::memory_order_relaxed);
+	}
+};
+
+} // namespace vbsim
+
+#endif

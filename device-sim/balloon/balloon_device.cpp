@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "balloon/balloon_device.h"
+
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+
+#include "balloon/pfn_array.h"
+#include "memory/guest_memory.h"
+#include "memory/little_endian.h"
+
+namespace vbsim
+{
+
+namespace
+{
+
+bool offers(const BalloonProfile& profile, unsigned feature_bit)
+{
+	return (profile.offered_features & VB_FEATURE(feature_bit)) != 0;
+}
+
+void check_profile(const BalloonProfile& profile)
+{
+	const uint32_t config = profile.config_size_bytes;
+	if (config != VB_CONFIG_SIZE_MIN && config != VB_CONFIG_SIZE_WITH_HINT &&
+	    config != VB_CONFIG_SIZE_WITH_POISON)
+		throw std::invalid_argument(
+			"balloon profile: config size must be 8, 12 or 16 bytes");
+	// A field a feature makes valid must exist in the config space.
+	if (offers(profile, VB_F_FREE_PAGE_HINT) && config < VB_CONFIG_SIZE_WITH_HINT)
+		throw std::invalid_argument(
+			"balloon profile: FREE_PAGE_HINT needs the cmd id field");
+	if (offers(profile, VB_F_PAGE_POISON) && config < VB_CONFIG_SIZE_WITH_POISON)
+		throw std::invalid_argument(
+			"balloon profile: PAGE_POISON needs the poison_val field");
+	if (!vb_vring_size_valid(profile.queue_size) ||
+	    (offers(profile, VB_F_FREE_PAGE_HINT) &&
+	     !vb_vring_size_valid(profile.free_page_queue_size)) ||
+	    (offers(profile, VB_F_PAGE_REPORTING) &&
+	     !vb_vring_size_valid(profile.reporting_queue_size)))
+		throw std::invalid_argument("balloon profile: a queue size is not a power of two");
+	if (profile.max_pfn_bytes_per_request < VB_PFN_ENTRY_BYTES)
+		throw std::invalid_argument("balloon profile: PFN array bound below one entry");
+}
+
+TransportConfig transport_config(const BalloonDeviceOptions& options)
+{
+	check_profile(options.profile);
+	TransportConfig config;
+	config.offered_features = options.profile.offered_features;
+	config.initial_config.assign(options.profile.config_size_bytes, 0);
+	const uint32_t target = to_le(options.initial_target_pages);
+	std::memcpy(config.initial_config.data() + VB_CONFIG_NUM_PAGES_OFFSET, &target,
+		    sizeof(target));
+	config.queue_count =
+		static_cast<unsigned>(vb_queue_count(options.profile.offered_features));
+	return config;
+}
+
+// The queue kind at transport index `index` under `features`, if any.
+std::optional<vb_queue_kind> kind_at(unsigned index, uint64_t features)
+{
+	for (int kind = 0; kind < VB_QUEUE_KIND_COUNT; ++kind)
+		if (vb_queue_index(features, static_cast<vb_queue_kind>(kind)) ==
+		    static_cast<int>(index))
+			return static_cast<vb_queue_kind>(kind);
+	return std::nullopt;
+}
+
+} // namespace
+
+BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
+    : options_(std::move(options)), memory_(memory),
+      ownership_(memory.size() / GuestMemory::kPageBytes),
+      discarder_(memory, options_.discard_mode, counters_), stats_(memory, counters_),
+      transport_(memory, *this, transport_config(options_))
+{
+	transport_.start();
+}
+
+BalloonDevice::~BalloonDevice()
+{
+	transport_.stop();
+}
+
+// ---- Negotiation and config space ----------------------------------------------------------
+
+bool BalloonDevice::accept_features(uint64_t driver_features)
+{
+	// 5.5.3.1: "The device MAY fail to accept FEATURES_OK if VIRTIO_BALLOON_F_MUST_TELL_HOST
+	// is offered and the driver did not accept it."
+	if (options_.require_must_tell_host && offers(options_.profile, VB_F_MUST_TELL_HOST) &&
+	    !(driver_features & VB_FEATURE(VB_F_MUST_TELL_HOST)))
+		return false;
+	return true;
+}
+
+uint16_t BalloonDevice::queue_max_size(unsigned index, uint64_t driver_features) const
+{
+	const auto kind = kind_at(index, driver_features);
+	if (!kind)
+		return 0;
+	switch (*kind) {
+	case VB_QUEUE_FREE_PAGE:
+		return options_.profile.free_page_queue_size;
+	case VB_QUEUE_REPORTING:
+		return options_.profile.reporting_queue_size;
+	default:
+		return options_.profile.queue_size;
+	}
+}
+
+bool BalloonDevice::config_write_allowed(uint32_t offset, uint32_t len, uint64_t driver_features,
+					 uint8_t status) const
+{
+	// Whole, aligned le32 fields only ("legacy drivers MUST write all 4 bytes atomically",
+	// and no driver has a reason to write less).
+	if (len != sizeof(uint32_t))
+		return false;
+	if (offset == VB_CONFIG_ACTUAL_OFFSET)
+		return true;
+	// poison_val: "The driver MUST NOT modify poison_val while DRIVER_OK is set" (5.5.6.5),
+	// and it only means something with PAGE_POISON.
+	if (offset == VB_CONFIG_POISON_VAL_OFFSET)
+		return (driver_features & VB_FEATURE(VB_F_PAGE_POISON)) &&
+		       !(status & VB_STATUS_DRIVER_OK);
+	// num_pages and free_page_hint_cmd_id belong to the device.
+	return false;
+}
+
+void BalloonDevice::set_target_pages(uint32_t num_pages)
+{
+	const uint32_t wire = to_le(num_pages);
+	transport_.update_config(VB_CONFIG_NUM_PAGES_OFFSET, &wire, sizeof(wire));
+}
+
+uint32_t BalloonDevice::target_pages() const
+{
+	uint32_t wire = 0;
+	transport_.read_config(VB_CONFIG_NUM_PAGES_OFFSET, &wire, sizeof(wire));
+	return from_le(wire);
+}
+
+uint32_t BalloonDevice::actual_pages() const
+{
+	uint32_t wire = 0;
+	transport_.read_config(VB_CONFIG_ACTUAL_OFFSET, &wire, sizeof(wire));
+	return from_le(wire);
+}
+
+uint32_t BalloonDevice::poison_value() const
+{
+	if (options_.profile.config_size_bytes < VB_CONFIG_SIZE_WITH_POISON)
+		return 0;
+	uint32_t wire = 0;
+	transport_.read_config(VB_CONFIG_POISON_VAL_OFFSET, &wire, sizeof(wire));
+	return from_le(wire);
+}
+
+// ---- Lifecycle -------------------------------------------------------------------------------
+
+void BalloonDevice::reset()
+{
+	held_deflates_.clear();
+	set_held_deflates_count(0);
+	stats_.forget_buffer();
+	negotiated_ = 0;
+	// After a reset the driver starts with an empty balloon: every page is the guest's
+	// again (a rebooted guest uses all its RAM).
+	counters_.pages_released_by_reset.fetch_add(ownership_.give_back_all());
+	const uint32_t zero = 0;
+	transport_.update_config(VB_CONFIG_ACTUAL_OFFSET, &zero, sizeof(zero));
+	if (options_.profile.config_size_bytes >= VB_CONFIG_SIZE_WITH_POISON)
+		transport_.update_config(VB_CONFIG_POISON_VAL_OFFSET, &zero, sizeof(zero));
+}
+
+void BalloonDevice::activate(uint64_t negotiated_features)
+{
+	negotiated_ = negotiated_features;
+	last_negotiated_.store(negotiated_features);
+	if ((negotiated_features & VB_FEATURE(VB_F_STATS_VQ)) &&
+	    options_.stats_polling_interval.count() > 0)
+		transport_.set_timer_interval(options_.stats_polling_interval);
+}
+
+void BalloonDevice::queue_notified(unsigned index)
+{
+	if (const auto kind = kind_at(index, negotiated_))
+		drain_queue(index, *kind);
+}
+
+void BalloonDevice::timer_expired()
+{
+	send_stats_request();
+}
+
+// ---- Queue processing ------------------------------------------------------------------------
+
+void BalloonDevice::drain_queue(unsigned index, vb_queue_kind kind)
+{
+	DeviceQueue* queue = transport_.queue(index);
+	if (queue == nullptr)
+		return;
+	for (;;) {
+		queue->disable_notifications();
+		DeviceQueue::PopStatus status;
+		while ((status = queue->pop(chain_)) != DeviceQueue::PopStatus::kEmpty &&
+		       status != DeviceQueue::PopStatus::kBroken) {
+			if (status == DeviceQueue::PopStatus::kChain)
+				handle_chain(*queue, kind, chain_);
+		}
+		if (status == DeviceQueue::PopStatus::kBroken || !queue->enable_notifications())
+			break;
+	}
+	transport_.signal_used(index);
+}
+
+void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
+				 const DescriptorChain& chain)
+{
+	switch (kind) {
+	case VB_QUEUE_INFLATE:
+		handle_inflate(queue, chain);
+		return;
+	case VB_QUEUE_DEFLATE:
+		handle_deflate(queue, chain);
+		return;
+	case VB_QUEUE_STATS:
+		stats_.receive(queue, chain);
+		return;
+	case VB_QUEUE_FREE_PAGE:
+	case VB_QUEUE_REPORTING:
+		counters_.chains_acked_without_action.fetch_add(1);
+		queue.push_used(chain.head, 0);
+		return;
+	case VB_QUEUE_KIND_COUNT:
+		break;
+	}
+	throw std::logic_error("BalloonDevice: chain on a queue of unknown kind");
+}
+
+bool BalloonDevice::read_request(const DescriptorChain& chain, std::vector<uint64_t>& valid_pfns)
+{
+	valid_pfns.clear();
+	if (const auto reason =
+		    read_pfn_array(memory_, chain, options_.profile.max_pfn_bytes_per_request,
+				   pfn_bytes_, pfns_)) {
+		counters_.reject(*reason);
+		return false;
+	}
+	if (pfns_.size() > VB_PFNS_PER_DESCRIPTOR_MAX)
+		counters_.requests_over_peer_cap.fetch_add(1);
+	for (const uint32_t pfn : pfns_) {
+		if (pfn_inside_ram(pfn, memory_.size()))
+			valid_pfns.push_back(pfn);
+		else
+			counters_.reject(BalloonRejection::kPfnOutsideRam);
+	}
+	return true;
+}
+
+void BalloonDevice::handle_inflate(DeviceQueue& queue, const DescriptorChain& chain)
+{
+	if (!read_request(chain, valid_pfns_)) {
+		queue.push_used(chain.head, 0);
+		return;
+	}
+	counters_.inflate_requests.fetch_add(1);
+	// "The device MAY modify the contents of a page in the balloon after detecting its
+	// physical number in an inflate request" (5.5.6.1): the page is the host's from here.
+	for (const uint64_t pfn : valid_pfns_) {
+		if (ownership_.take(pfn))
+			counters_.pages_inflated.fetch_add(1);
+		else
+			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned);
+	}
+	// A page inflated twice is discarded again: the guest may have dirtied it in between,
+	// and the host wants the memory back either way.
+	discarder_.discard(valid_pfns_);
+	queue.push_used(chain.head, 0);
+}
+
+void BalloonDevice::handle_deflate(DeviceQueue& queue, const DescriptorChain& chain)
+{
+	if (!read_request(chain, valid_pfns_)) {
+		queue.push_used(chain.head, 0);
+		return;
+	}
+	counters_.deflate_requests.fetch_add(1);
+	// Held acks go out in arrival order, so a request behind a held one waits too, even if
+	// the gate was just opened and the release task has not run yet.
+	if (hold_deflate_acks_.load() || !held_deflates_.empty()) {
+		held_deflates_.push_back({chain.head, valid_pfns_});
+		set_held_deflates_count(held_deflates_.size());
+		return;
+	}
+	ack_deflate(queue, chain.head, valid_pfns_);
+}
+
+void BalloonDevice::ack_deflate(DeviceQueue& queue, uint16_t head,
+				const std::vector<uint64_t>& pfns)
+{
+	// Ownership goes back before the ack is published (push_used's release store), so a
+	// guest that sees the ack never sees the page still owned by the host.
+	for (const uint64_t pfn : pfns) {
+		if (ownership_.give_back(pfn))
+			counters_.pages_deflated.fetch_add(1);
+		else
+			counters_.reject(BalloonRejection::kPfnNotHostOwned);
+	}
+	queue.push_used(head, 0);
+}
+
+void BalloonDevice::hold_deflate_acks()
+{
+	hold_deflate_acks_.store(true);
+}
+
+void BalloonDevice::release_deflate_acks()
+{
+	hold_deflate_acks_.store(false);
+	transport_.post([this] { release_held_deflates(); });
+}
+
+void BalloonDevice::release_held_deflates()
+{
+	const int index = vb_queue_index(negotiated_, VB_QUEUE_DEFLATE);
+	DeviceQueue* queue = transport_.live() && index >= 0 ? transport_.queue(index) : nullptr;
+	if (queue == nullptr || held_deflates_.empty())
+		return;
+	for (const HeldDeflate& held : held_deflates_)
+		ack_deflate(*queue, held.head, held.pfns);
+	held_deflates_.clear();
+	set_held_deflates_count(0);
+	transport_.signal_used(static_cast<unsigned>(index));
+}
+
+void BalloonDevice::set_held_deflates_count(size_t count)
+{
+	// Changed under the waiters' lock, so none can miss it between its check and its wait.
+	{
+		std::lock_guard lock(progress_mutex_);
+		held_deflates_count_.store(count);
+	}
+	progress_.notify_all();
+}
+
+bool BalloonDevice::wait_for_held_deflate_acks(size_t count,
+					       std::chrono::milliseconds timeout) const
+{
+	std::unique_lock lock(progress_mutex_);
+	return progress_.wait_for(lock, timeout,
+				  [&] { return held_deflates_count_.load() >= count; });
+}
+
+void BalloonDevice::request_stats()
+{
+	transport_.post([this] { send_stats_request(); });
+}
+
+bool BalloonDevice::send_stats_request()
+{
+	const int index = vb_queue_index(negotiated_, VB_QUEUE_STATS);
+	DeviceQueue* queue = transport_.live() && index >= 0 ? transport_.queue(index) : nullptr;
+	if (queue == nullptr || !stats_.request_fresh(*queue))
+		return false;
+	transport_.signal_used(static_cast<unsigned>(index));
+	return true;
+}
+
+// ---- Observers -------------------------------------------------------------------------------
+
+int BalloonDevice::queue_index(vb_queue_kind kind) const
+{
+	const uint64_t negotiated = last_negotiated_.load();
+	return negotiated == 0 ? -1 : vb_queue_index(negotiated, kind);
+}
+
+uint64_t BalloonDevice::kicks_received(vb_queue_kind kind) const
+{
+	const int index = queue_index(kind);
+	return index < 0 ? 0 : transport_.notification_counters(index).kicks_received.load();
+}
+
+uint64_t BalloonDevice::interrupts_sent(vb_queue_kind kind) const
+{
+	const int index = queue_index(kind);
+	return index < 0 ? 0 : transport_.notification_counters(index).interrupts_sent.load();
+}
+
+uint64_t BalloonDevice::chains_processed(vb_queue_kind kind) const
+{
+	const int index = queue_index(kind);
+	return index < 0 ? 0 : transport_.queue_counters(index).chains_popped.load();
+}
+
+uint64_t BalloonDevice::ring_rejections(vb_queue_kind kind, RingRejection reason) const
+{
+	const int index = queue_index(kind);
+	return index < 0 ? 0 : transport_.queue_counters(index).rejected_by(reason);
+}
+
+} // namespace vbsim

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The virtio-balloon device of the simulated host, on the transport of transport/.
+//
+//  inflateq  PFN arrays -> pages become host-owned and are discarded (page_discarder.h)
+//  deflateq  PFN arrays -> pages are handed back when the request is acked
+//  statsq    the one buffer the driver primes; returned to ask for fresh stats, on a
+//            timerfd interval or on request (stats_queue.h)
+//  free_page_vq, reporting_vq
+//            not built yet: chains are acked without action (legal: the device MAY act
+//            on hints and reports, it need not). Their handlers go in handle_chain()'s
+//            switch, as will the chunked-inflate and host-initialised-page variants.
+//
+// Transport queue indices are dense over the negotiated features (vb_queue_index).
+//
+// The host side (tests, the CLI) uses the methods below from any thread: set the target,
+// read `actual`, ask for stats, check which pages the host holds, and hold deflate acks
+// back to open the MUST_TELL_HOST race window on purpose.
+#ifndef VBSIM_BALLOON_BALLOON_DEVICE_H
+#define VBSIM_BALLOON_BALLOON_DEVICE_H
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "balloon/balloon_counters.h"
+#include "balloon/balloon_profile.h"
+#include "balloon/guest_stats.h"
+#include "balloon/host_page_ownership.h"
+#include "balloon/page_discarder.h"
+#include "balloon/stats_queue.h"
+#include "transport/device_backend.h"
+#include "transport/transport.h"
+#include "vballoon/spec/virtio_balloon.h"
+
+namespace vbsim
+{
+
+class GuestMemory;
+
+struct BalloonDeviceOptions {
+	BalloonProfile profile = full_profile();
+	DiscardMode discard_mode = DiscardMode::kMergeRuns;
+	// How often the device asks for fresh stats; zero: only when request_stats() is called.
+	std::chrono::milliseconds stats_polling_interval{0};
+	// Refuse FEATURES_OK when MUST_TELL_HOST is offered but not accepted, which the spec
+	// allows (5.5.3.1). Off by default, as no real host does it.
+	bool require_must_tell_host = false;
+	uint32_t initial_target_pages = 0;
+};
+
+class BalloonDevice final : private DeviceBackend
+{
+public:
+	// Starts the device thread. Throws std::invalid_argument for an inconsistent profile.
+	BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options);
+	~BalloonDevice();
+	BalloonDevice(const BalloonDevice&) = delete;
+	BalloonDevice& operator=(const BalloonDevice&) = delete;
+
+	// The guest reaches the device through this.
+	Transport& transport() { return transport_; }
+	const Transport& transport() const { return transport_; }
+	const BalloonProfile& profile() const { return options_.profile; }
+	DiscardMode discard_mode() const { return discarder_.mode(); }
+
+	// ---- Host controls (any thread) --------------------------------------------------
+	// Sets num_pages and raises a config-change interrupt (once DRIVER_OK is set).
+	void set_target_pages(uint32_t num_pages);
+	uint32_t target_pages() const;
+	uint32_t actual_pages() const;
+	// poison_val as the driver wrote it (0 when the config space has no such field).
+	uint32_t poison_value() const;
+
+	// Returns the held stats buffer on the device thread, asking the driver for new stats.
+	void request_stats();
+	GuestStats last_stats() const { return stats_.last(); }
+	bool wait_for_stats_update(uint64_t update_count, std::chrono::milliseconds timeout) const
+	{
+		return stats_.wait_for_update(update_count, timeout);
+	}
+
+	bool host_owns(uint64_t pfn) const { return ownership_.owns(pfn); }
+	uint64_t host_owned_pages() const { return ownership_.owned_pages(); }
+
+	// The deflate gate. While held, deflate requests are received (counted, pages still
+	// host-owned) but not acked; release acks everything held, in order, and lets later
+	// requests through. A test closes the gate, deflates, waits until the device holds the
+	// request, checks the guest keeps its hands off, then releases: the race window of
+	// MUST_TELL_HOST, opened deterministically.
+	void hold_deflate_acks();
+	void release_deflate_acks();
+	size_t held_deflate_acks() const { return held_deflates_count_.load(); }
+	bool wait_for_held_deflate_acks(size_t count, std::chrono::milliseconds timeout) const;
+
+	// ---- Observers -------------------------------------------------------------------
+	const BalloonCounters& counters() const { return counters_; }
+	// Transport index of a queue under the features negotiated at the last activation;
+	// -1 when that queue does not exist (or the device was never activated).
+	int queue_index(vb_queue_kind kind) const;
+	// Per-queue transport counters, by kind; zero when the queue does not exist.
+	uint64_t kicks_received(vb_queue_kind kind) const;
+	uint64_t interrupts_sent(vb_queue_kind kind) const;
+	uint64_t chains_processed(vb_queue_kind kind) const;
+	uint64_t ring_rejections(vb_queue_kind kind, RingRejection reason) const;
+
+private:
+	struct HeldDeflate {
+		uint16_t head;
+		std::vector<uint64_t> pfns;
+	};
+
+	// DeviceBackend
+	bool accept_features(uint64_t driver_features) override;
+	uint16_t queue_max_size(unsigned index, uint64_t driver_features) const override;
+	bool config_write_allowed(uint32_t offset, uint32_t len, uint64_t driver_features,
+				  uint8_t status) const override;
+	void reset() override;
+	void activate(uint64_t negotiated_features) override;
+	void queue_notified(unsigned index) override;
+	void timer_expired() override;
+
+	void drain_queue(unsigned index, vb_queue_kind kind);
+	void handle_chain(DeviceQueue& queue, vb_queue_kind kind, const DescriptorChain& chain);
+	void handle_inflate(DeviceQueue& queue, const DescriptorChain& chain);
+	void handle_deflate(DeviceQueue& queue, const DescriptorChain& chain);
+	void ack_deflate(DeviceQueue& queue, uint16_t head, const std::vector<uint64_t>& pfns);
+	void release_held_deflates();
+	void set_held_deflates_count(size_t count);
+	bool read_request(const DescriptorChain& chain, std::vector<uint64_t>& valid_pfns);
+	bool send_stats_request();
+
+	BalloonDeviceOptions options_;
+	GuestMemory& memory_;
+	BalloonCounters counters_;
+	HostPageOwnership ownership_;
+	PageDiscarder discarder_;
+	StatsQueue stats_;
+
+	// Used only inside DeviceBackend callbacks and posted tasks, i.e. under the transport's
+	// state lock: the device thread, or the guest thread resetting the device.
+	DescriptorChain chain_;
+	std::vector<uint8_t> pfn_bytes_;
+	std::vector<uint32_t> pfns_;
+	std::vector<uint64_t> valid_pfns_;
+	std::vector<HeldDeflate> held_deflates_;
+	uint64_t negotiated_ = 0;
+
+	std::atomic<uint64_t> last_negotiated_{0};
+	std::atomic<bool> hold_deflate_acks_{false};
+	std::atomic<size_t> held_deflates_count_{0};
+	mutable std::mutex progress_mutex_;
+	mutable std::condition_variable progress_;
+
+	Transport transport_; // last: its device thread stops before the members above go
+};
+
+} // namespace vbsim
+
+#endif

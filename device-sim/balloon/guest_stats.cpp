@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "balloon/guest_stats.h"
+
+#include <cstring>
+
+#include "memory/little_endian.h"
+
+namespace vbsim
+{
+
+StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestStats& stats)
+{
+	StatsParseOutcome outcome;
+	stats.values.fill(0);
+	stats.present_mask = 0;
+
+	const size_t whole_entries = len / VB_STAT_ENTRY_BYTES;
+	outcome.partial_entry = len % VB_STAT_ENTRY_BYTES != 0;
+	const size_t entries = whole_entries < kStatsEntriesMax ? whole_entries : kStatsEntriesMax;
+	for (size_t i = 0; i < entries; ++i) {
+		const uint8_t* entry = bytes + i * VB_STAT_ENTRY_BYTES;
+		uint16_t tag_wire;
+		uint64_t value_wire;
+		std::memcpy(&tag_wire, entry, sizeof(tag_wire));
+		std::memcpy(&value_wire, entry + sizeof(tag_wire), sizeof(value_wire));
+		const uint16_t tag = from_le(tag_wire);
+		++outcome.entries;
+		if (tag >= VB_S_NR) {
+			++outcome.unknown_tags;
+			continue;
+		}
+		stats.values[tag] = from_le(value_wire);
+		stats.present_mask |= uint32_t{1} << tag;
+	}
+	return outcome;
+}
+
+} // namespace vbsim

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// How the host gives up the memory behind ballooned pages: madvise(MADV_DONTNEED) on the
+// anonymous guest RAM mapping, in one of two ways whose cost differs 40-300x here
+// (docs/machine-limits in the shared docs):
+//  - kMergeRuns: sort, de-duplicate and merge the request's PFNs, one call per run
+//    (Firecracker's way);
+//  - kPerPage: one call per 4 KiB PFN in the order received (QEMU's and cloud-hypervisor's
+//    way for 4 KiB backing).
+// Runs are merged within one request (one chain), never across requests, so the number
+// of calls depends only on what the driver sent, not on how kicks were batched.
+#ifndef VBSIM_BALLOON_PAGE_DISCARDER_H
+#define VBSIM_BALLOON_PAGE_DISCARDER_H
+
+#include <cstdint>
+#include <vector>
+
+#include "balloon/balloon_counters.h"
+#include "balloon/page_runs.h"
+
+namespace vbsim
+{
+
+class GuestMemory;
+
+enum class DiscardMode : uint8_t { kMergeRuns, kPerPage };
+
+class PageDiscarder
+{
+public:
+	PageDiscarder(GuestMemory& memory, DiscardMode mode, BalloonCounters& counters)
+	    : memory_(memory), mode_(mode), counters_(counters)
+	{
+	}
+
+	DiscardMode mode() const { return mode_; }
+
+	// Discards every page in `pfns` (all inside RAM; the caller checked). May reorder
+	// and de-duplicate `pfns`.
+	void discard(std::vector<uint64_t>& pfns);
+
+private:
+	void discard_run(uint64_t first_pfn, uint64_t page_count);
+
+	GuestMemory& memory_;
+	const DiscardMode mode_;
+	BalloonCounters& counters_;
+	std::vector<PfnRun> runs_;
+};
+
+} // namespace vbsim
+
+#endif

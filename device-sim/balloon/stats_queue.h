@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The device side of the statsq (5.5.6.3). The exchange is driven by the device: the driver
+// primes one buffer, the device parses it and keeps it; to ask for fresh numbers the
+// device returns ("uses") the buffer, and the driver refills and re-adds it. So the device
+// holds at most one buffer, and a second one means the driver broke "at most one buffer
+// outstanding": it is counted, the older buffer goes back to the driver and the newer is
+// kept (what QEMU does, as the newer carries the fresher numbers).
+#ifndef VBSIM_BALLOON_STATS_QUEUE_H
+#define VBSIM_BALLOON_STATS_QUEUE_H
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "balloon/balloon_counters.h"
+#include "balloon/guest_stats.h"
+
+namespace vbsim
+{
+
+class DeviceQueue;
+class GuestMemory;
+struct DescriptorChain;
+
+class StatsQueue
+{
+public:
+	StatsQueue(const GuestMemory& memory, BalloonCounters& counters)
+	    : memory_(memory), counters_(counters)
+	{
+	}
+
+	// ---- Device thread ------------------------------------------------------------------
+	// A chain arrived on the statsq: parse it and hold it.
+	void receive(DeviceQueue& queue, const DescriptorChain& chain);
+	// Return the held buffer to ask for fresh stats; false when none is held, and then the
+	// request is answered as soon as the driver's next buffer arrives (a host that asks
+	// right after the driver bound must not wait for its next polling tick).
+	bool request_fresh(DeviceQueue& queue);
+	// The queue is gone (reset): the held buffer and any pending request went with it.
+	void forget_buffer()
+	{
+		held_head_.reset();
+		request_pending_ = false;
+	}
+	bool holds_buffer() const { return held_head_.has_value(); }
+
+	// ---- Any thread ---------------------------------------------------------------------
+	GuestStats last() const;
+	// Blocks until more than `update_count` buffers have been parsed or `timeout` passes.
+	bool wait_for_update(uint64_t update_count, std::chrono::milliseconds timeout) const;
+
+private:
+	const GuestMemory& memory_;
+	BalloonCounters& counters_;
+	std::optional<uint16_t> held_head_;
+	bool request_pending_ = false;
+	std::vector<uint8_t> scratch_;
+
+	mutable std::mutex mutex_;
+	mutable std::condition_variable updated_;
+	GuestStats last_;
+};
+
+} // namespace vbsim
+
+#endif

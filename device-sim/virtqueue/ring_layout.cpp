@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "virtqueue/ring_layout.h"
+
+#include "memory/guest_memory.h"
+
+namespace vbsim
+{
+
+QueueAreas contiguous_queue_areas(uint64_t base_gpa, uint16_t size, uint64_t used_align)
+{
+	QueueAreas areas;
+	areas.desc_gpa = base_gpa;
+	areas.avail_gpa = base_gpa + vb_vring_desc_bytes(size);
+	areas.used_gpa =
+		base_gpa +
+		vb_align_up(vb_vring_desc_bytes(size) + vb_vring_avail_bytes(size), used_align);
+	return areas;
+}
+
+std::string_view to_string(QueueAreaError error)
+{
+	switch (error) {
+	case QueueAreaError::kNone:
+		return "none";
+	case QueueAreaError::kSizeInvalid:
+		return "size-invalid";
+	case QueueAreaError::kMisaligned:
+		return "misaligned";
+	case QueueAreaError::kOutsideRam:
+		return "outside-ram";
+	}
+	return "unknown";
+}
+
+QueueAreaError check_queue_areas(const GuestMemory& memory, const QueueAreas& areas, uint32_t size)
+{
+	if (!vb_vring_size_valid(size))
+		return QueueAreaError::kSizeInvalid;
+	if (areas.desc_gpa % VB_VRING_DESC_ALIGN != 0 ||
+	    areas.avail_gpa % VB_VRING_AVAIL_ALIGN != 0 ||
+	    areas.used_gpa % VB_VRING_USED_ALIGN != 0)
+		return QueueAreaError::kMisaligned;
+	// The sizes include the event-index fields whether or not EVENT_IDX is negotiated:
+	// the spec's area sizes (2.7, "Virtqueue Part ... Size") always count them.
+	if (!memory.contains(areas.desc_gpa, vb_vring_desc_bytes(size)) ||
+	    !memory.contains(areas.avail_gpa, vb_vring_avail_bytes(size)) ||
+	    !memory.contains(areas.used_gpa, vb_vring_used_bytes(size)))
+		return QueueAreaError::kOutsideRam;
+	return QueueAreaError::kNone;
+}
+
+} // namespace vbsim
