@@ -68,6 +68,7 @@ std::string SimGuest::probe()
 	traits.freed_pages_need_pattern = options_.free_policy.initialise;
 	traits.free_page_pattern = 0x01010101u * options_.free_policy.byte;
 	traits.max_alloc_order = BuddyAllocator::kMaxOrder;
+	traits.initialise_before_inflate = options_.zero_on_inflate && options_.free_policy.initialise;
 	uint64_t ring_features = VB_FEATURE(VB_F_VERSION_1);
 	if (options_.event_idx)
 		ring_features |= offered & VB_FEATURE(VB_F_RING_EVENT_IDX);

@@ -33,7 +33,11 @@ struct SimGuestOptions {
 	uint64_t kernel_bytes = 4ull << 20;
 	// Largest block the balloon allocates (0: page at a time, as Linux's driver).
 	unsigned max_chunk_order = 9;
+	// How the guest initialises pages it gets back (init_on_free, poisoning).
 	FreePagePolicy free_policy;
+	// Also initialise pages as they enter the balloon (the 2017 kernel of seed 004), unless
+	// the device promises initialised pages. Needs free_policy.initialise.
+	bool zero_on_inflate = false;
 	bool event_idx = true;
 	bool indirect_descriptors = true;
 	// Device-specific feature bits the driver refuses even when it supports them.

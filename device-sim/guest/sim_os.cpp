@@ -44,9 +44,17 @@ void SimOs::abort_waits()
 	abort_.signal();
 }
 
+static uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start)
+{
+	return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+		.count();
+}
+
 bool SimOs::alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
 {
+	auto start = std::chrono::steady_clock::now();
 	auto block = allocator_.allocate(order);
+	counters_.alloc_ns += nanoseconds_since(start);
 	if (!block)
 		return false;
 	*pfn = *block;
@@ -60,17 +68,20 @@ void SimOs::free_page_run(vb::PageRun run)
 		if (run.flags & vb::kPageRunDeviceInitialised) {
 			counters_.pages_skipped_initialising += run.count;
 		} else {
-			auto start = std::chrono::steady_clock::now();
-			if (!memory_.fill(run.first_pfn * kPageBytes, free_policy_.byte, run.count * kPageBytes))
-				counters_.bad_page_operations++;
-			counters_.guest_init_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-							   std::chrono::steady_clock::now() - start)
-							   .count();
-			counters_.pages_initialised_by_guest += run.count;
+			initialise_pages(run);
 		}
 	}
 	if (!allocator_.free_run(run.first_pfn, run.count))
 		counters_.bad_page_operations++;
+}
+
+void SimOs::initialise_pages(vb::PageRun run)
+{
+	auto start = std::chrono::steady_clock::now();
+	if (!memory_.fill(run.first_pfn * kPageBytes, free_policy_.byte, run.count * kPageBytes))
+		counters_.bad_page_operations++;
+	counters_.guest_init_ns += nanoseconds_since(start);
+	counters_.pages_initialised_by_guest += run.count;
 }
 
 void SimOs::balloon_list_insert(vb::PageRun run)

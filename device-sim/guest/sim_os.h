@@ -27,6 +27,7 @@ namespace vbsim {
 struct SimOsCounters {
 	std::atomic<uint64_t> pages_initialised_by_guest{0}; // zeroed or poisoned on the way back
 	std::atomic<uint64_t> guest_init_ns{0};              // time spent doing that
+	std::atomic<uint64_t> alloc_ns{0};                   // time in the balloon's page allocation
 	std::atomic<uint64_t> pages_skipped_initialising{0}; // the device had done it
 	std::atomic<uint64_t> must_tell_host_violations{0};  // a page reused while the host owns it
 	std::atomic<uint64_t> bad_page_operations{0};        // double free, free of a foreign page...
@@ -59,6 +60,7 @@ public:
 	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn);
 	void balloon_list_mark_initialised(vb::PageRun run);
 	void adjust_managed_pages(vb::PageRun run, bool add);
+	void initialise_pages(vb::PageRun run);
 	uint64_t phys_addr(const void* buffer);
 	bool queue_add(vb::QueueKind kind, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
 		       unsigned n_in, void* token);

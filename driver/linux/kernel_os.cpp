@@ -58,6 +58,7 @@ struct KernelOs {
 	{
 		vb_os_adjust_managed_pages(dev, c_run(run), add);
 	}
+	void initialise_pages(vb::PageRun run) { vb_os_initialise_pages(dev, c_run(run)); }
 	uint64_t phys_addr(const void* buffer) { return vb_os_phys_addr(buffer); }
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,
 		       const vb::Segment* in, unsigned n_in, void* token)

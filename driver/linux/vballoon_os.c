@@ -11,9 +11,11 @@
 
 #include <linux/balloon_compaction.h>
 #include <linux/gfp.h>
+#include <linux/highmem.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
+#include <linux/poison.h>
 #include <linux/printk.h>
 #include <linux/scatterlist.h>
 #include <linux/string.h>
@@ -181,6 +183,24 @@ void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_
 			n++;
 		adjust_managed_page_count(page, add ? n : -n);
 		done += n;
+	}
+}
+
+void vb_os_initialise_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run)
+{
+	/*
+	 * The page allocator already initialises freed pages in this kernel (init_on_free,
+	 * poisoning), so the core is never told to do it before inflating here; should it be,
+	 * the pages get the same pattern the allocator would write.
+	 */
+	uint8_t byte = want_init_on_free() ? 0 : PAGE_POISON;
+	uint64_t i;
+
+	for (i = 0; i < run->count; i++) {
+		void *address = kmap_local_page(pfn_to_page(run->first_pfn + i));
+
+		memset(address, byte, PAGE_SIZE);
+		kunmap_local(address);
 	}
 }
 

@@ -87,6 +87,7 @@ void vb_os_balloon_list_mark_initialised(struct vballoon_dev *dev,
 void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint64_t new_pfn);
 void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run,
 				bool add);
+void vb_os_initialise_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run);
 uint64_t vb_os_phys_addr(const void *buffer);
 bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 		     const struct vballoon_segment *out, unsigned int n_out,

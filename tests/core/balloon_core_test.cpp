@@ -505,3 +505,32 @@ TEST(BalloonCoreInitOnInflate, WithoutTheFeatureNoBitmapTravels)
 
 } // namespace
 } // namespace vbtest
+
+namespace vbtest {
+namespace {
+
+TEST(BalloonCoreInitOnInflate, AGuestThatZeroesOnInflateStopsWhenTheDevicePromises)
+{
+	vb::GuestTraits traits = initialising_guest();
+	traits.initialise_before_inflate = true;
+	Guest zeroing(kStandard, traits);
+	zeroing.set_target(1000);
+	ASSERT_EQ(zeroing.settle(), vb::StepResult::kSettled);
+	uint64_t zeroed = 0;
+	for (const Event& e : zeroing.os.events_of(Event::kInitialise))
+		zeroed += e.count;
+	EXPECT_EQ(zeroed, 1000u) << "every page, before the host hears of it";
+	auto first_init = std::find_if(zeroing.os.events.begin(), zeroing.os.events.end(),
+				       [](const Event& e) { return e.kind == Event::kInitialise; });
+	auto first_add = std::find_if(zeroing.os.events.begin(), zeroing.os.events.end(),
+				      [](const Event& e) { return e.kind == Event::kAdd && e.queue == vb::QueueKind::kInflate; });
+	EXPECT_LT(first_init, first_add);
+
+	Guest promised(kStandard | VB_FEATURE(VB_F_X_INIT_ON_INFLATE), traits);
+	promised.set_target(1000);
+	ASSERT_EQ(promised.settle(), vb::StepResult::kSettled);
+	EXPECT_TRUE(promised.os.events_of(Event::kInitialise).empty());
+}
+
+} // namespace
+} // namespace vbtest

@@ -22,7 +22,7 @@
 namespace vbtest {
 
 struct Event {
-	enum Kind { kAlloc, kFree, kInsert, kTake, kAdd, kKick, kAck, kConfigWrite, kAllocFail } kind = kAlloc;
+	enum Kind { kAlloc, kFree, kInsert, kTake, kAdd, kKick, kAck, kConfigWrite, kAllocFail, kInitialise } kind = kAlloc;
 	vb::QueueKind queue = vb::QueueKind::kInflate;
 	uint64_t first_pfn = 0; // page runs
 	uint64_t count = 0;
@@ -124,6 +124,10 @@ public:
 	void adjust_managed_pages(vb::PageRun run, bool add)
 	{
 		managed_pages += add ? static_cast<int64_t>(run.count) : -static_cast<int64_t>(run.count);
+	}
+	void initialise_pages(vb::PageRun run)
+	{
+		log_event(Event::of(Event::kInitialise, {}, run.first_pfn, run.count));
 	}
 	uint64_t phys_addr(const void* buffer) { return reinterpret_cast<uintptr_t>(buffer); }
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out, const vb::Segment* in,

@@ -76,6 +76,10 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 	if (run_count) {
 		uint64_t pages = 0;
 
+		if (traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE)) {
+			for (size_t i = 0; i < run_count; i++)
+				os_.initialise_pages(inflate_runs_[i]);
+		}
 		os_.lock();
 		for (size_t i = 0; i < run_count; i++) {
 			// On the balloon list before the host hears of them, so compaction and the

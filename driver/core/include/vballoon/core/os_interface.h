@@ -61,6 +61,9 @@ struct GuestTraits {
 	uint32_t free_page_pattern = 0;
 	// Largest block order the OS allocator hands out (MAX_ORDER - 1 in Linux 6.1).
 	unsigned max_alloc_order = 10;
+	// Initialise pages as they enter the balloon (what Linux did in 2017 to hand ballooned
+	// pages back clean), unless the device promises to (VB_F_X_INIT_ON_INFLATE).
+	bool initialise_before_inflate = false;
 };
 
 // Spelled without <concepts>, which a freestanding kernel build does not have.
@@ -84,6 +87,8 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //   balloon_list_mark_initialised(run): the device initialised these balloon pages.
 //   balloon_list_replace(old_pfn, new_pfn): compaction moved a ballooned page; the new
 //     page takes the old one's place on the balloon list.
+//   initialise_pages(run): write the guest's free-page pattern (zero or poison) into pages
+//     the caller owns.
 //   adjust_managed_pages(run, add): add the run's pages to (or remove them from) what the
 //     guest counts as its memory; per run, because Linux accounts them per zone.
 // Buffers and queues
@@ -109,6 +114,7 @@ concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, Page
 	os.balloon_list_replace(uint64_t{0}, uint64_t{1});
 	os.balloon_list_mark_initialised(run);
 	os.adjust_managed_pages(run, true);
+	os.initialise_pages(run);
 	{ os.phys_addr(buffer) } -> same_type<uint64_t>;
 	{ os.queue_add(QueueKind::kInflate, segments, 1u, segments, 0u, nullptr) } -> same_type<bool>;
 	os.queue_kick(QueueKind::kInflate);
