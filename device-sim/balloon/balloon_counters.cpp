@@ -15,6 +15,10 @@ std::string_view to_string(BalloonRejection reason)
 		return "pfn-array-not-multiple-of-4";
 	case BalloonRejection::kPfnArrayTooLarge:
 		return "pfn-array-too-large";
+	case BalloonRejection::kChunkMisaligned:
+		return "chunk-misaligned";
+	case BalloonRejection::kBitmapMissing:
+		return "bitmap-missing";
 	case BalloonRejection::kPfnOutsideRam:
 		return "pfn-outside-ram";
 	case BalloonRejection::kPfnAlreadyHostOwned:

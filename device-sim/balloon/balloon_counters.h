@@ -22,6 +22,8 @@ enum class BalloonRejection : uint8_t {
 	kWritableBuffer,	 // device-writable buffers on a queue whose buffers are out-only
 	kPfnArrayNotMultipleOf4, // a PFN array is le32 entries
 	kPfnArrayTooLarge,	 // above the profile's max_pfn_bytes_per_request
+	kChunkMisaligned,	 // VB_F_X_CHUNKED: a range not in whole 4 KiB pages
+	kBitmapMissing,		 // VB_F_X_INIT_ON_INFLATE: no device-writable bitmap big enough
 	// One PFN of a request refused, the rest still processed:
 	kPfnOutsideRam, // the 4 KiB page is not fully inside guest RAM
 	// Counted, but done anyway because doing it is harmless:
@@ -45,6 +47,10 @@ struct BalloonCounters {
 	std::atomic<uint64_t> pages_discarded{0};  // 4 KiB pages madvise'd away
 	std::atomic<uint64_t> discard_calls{0};	   // madvise syscalls made
 	std::atomic<uint64_t> discard_failures{0}; // madvise calls that returned an error
+	std::atomic<uint64_t> pages_reported_initialised{0}; // bits set in init-on-inflate bitmaps
+	// Device-thread time: validating requests and taking ownership, and inside madvise.
+	std::atomic<uint64_t> translate_ns{0};
+	std::atomic<uint64_t> discard_ns{0};
 	// Requests of more than 256 PFNs: fine here, but Firecracker skips them and
 	// cloud-hypervisor rejects them, so a driver that sends them breaks on those hosts.
 	std::atomic<uint64_t> requests_over_peer_cap{0};

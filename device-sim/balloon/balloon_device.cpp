@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "balloon/balloon_device.h"
 
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
 
+#include "balloon/chunk_request.h"
 #include "balloon/pfn_array.h"
 #include "memory/guest_memory.h"
 #include "memory/little_endian.h"
@@ -76,6 +78,12 @@ BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
       discarder_(memory, options_.discard_mode, counters_), stats_(memory, counters_),
       transport_(memory, *this, transport_config(options_))
 {
+	if (options_.host_page_bytes % GuestMemory::kPageBytes != 0 || options_.host_page_bytes == 0)
+		throw std::invalid_argument("balloon device: host pages are whole 4 KiB multiples");
+	if (options_.host_page_bytes > GuestMemory::kPageBytes)
+		huge_pages_ = std::make_unique<HugePageTracker>(
+			memory.size() / GuestMemory::kPageBytes,
+			static_cast<uint32_t>(options_.host_page_bytes / GuestMemory::kPageBytes));
 	transport_.start();
 }
 
@@ -169,6 +177,8 @@ void BalloonDevice::reset()
 	// After a reset the driver starts with an empty balloon: every page is the guest's
 	// again (a rebooted guest uses all its RAM).
 	counters_.pages_released_by_reset.fetch_add(ownership_.give_back_all());
+	if (huge_pages_)
+		huge_pages_->clear();
 	const uint32_t zero = 0;
 	transport_.update_config(VB_CONFIG_ACTUAL_OFFSET, &zero, sizeof(zero));
 	if (options_.profile.config_size_bytes >= VB_CONFIG_SIZE_WITH_POISON)
@@ -262,28 +272,150 @@ bool BalloonDevice::read_request(const DescriptorChain& chain, std::vector<uint6
 
 void BalloonDevice::handle_inflate(DeviceQueue& queue, const DescriptorChain& chain)
 {
-	if (!read_request(chain, valid_pfns_)) {
+	const auto start = std::chrono::steady_clock::now();
+	const bool chunked = negotiated(VB_F_X_CHUNKED);
+	const bool wants_bitmap = negotiated(VB_F_X_INIT_ON_INFLATE);
+	const DescriptorChain* request = &chain;
+
+	// With VB_F_X_INIT_ON_INFLATE the chain ends in the bitmap the device fills in; the
+	// rest is the request proper.
+	if (wants_bitmap) {
+		if (chain.writable.size() != 1) {
+			counters_.reject(BalloonRejection::kBitmapMissing);
+			queue.push_used(chain.head, 0);
+			return;
+		}
+		payload_ = chain;
+		payload_.writable.clear();
+		payload_.writable_bytes = 0;
+		request = &payload_;
+	}
+	uint64_t units;
+	if (chunked) {
+		if (const auto reason = read_chunk_request(*request, chunks_)) {
+			counters_.reject(*reason);
+			queue.push_used(chain.head, 0);
+			return;
+		}
+		units = chunks_.size();
+	} else {
+		if (!read_request(*request, valid_pfns_)) {
+			queue.push_used(chain.head, 0);
+			return;
+		}
+		units = pfns_.size();
+	}
+	if (wants_bitmap && chain.writable[0].len < (units + 7) / 8) {
+		counters_.reject(BalloonRejection::kBitmapMissing);
 		queue.push_used(chain.head, 0);
 		return;
 	}
 	counters_.inflate_requests.fetch_add(1);
+
+	const uint64_t discard_before = counters_.discard_ns.load();
+	const bool discards_done = take_and_discard();
+	const uint32_t written = wants_bitmap ? report_initialised(chain.writable[0], discards_done) : 0;
+	const uint64_t total_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+					  std::chrono::steady_clock::now() - start)
+					  .count();
+	counters_.translate_ns.fetch_add(total_ns - (counters_.discard_ns.load() - discard_before));
+	queue.push_used(chain.head, written);
+}
+
+bool BalloonDevice::take_and_discard()
+{
 	// "The device MAY modify the contents of a page in the balloon after detecting its
 	// physical number in an inflate request" (5.5.6.1): the page is the host's from here.
-	for (const uint64_t pfn : valid_pfns_) {
-		if (ownership_.take(pfn))
-			counters_.pages_inflated.fetch_add(1);
-		else
+	discard_runs_.clear();
+	auto take = [&](uint64_t pfn) {
+		if (!ownership_.take(pfn)) {
 			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned);
+			return;
+		}
+		counters_.pages_inflated.fetch_add(1);
+		if (huge_pages_)
+			huge_pages_->ballooned(pfn, discard_runs_);
+	};
+	if (negotiated(VB_F_X_CHUNKED)) {
+		for (const PfnRun& chunk : chunks_)
+			for (uint64_t pfn = chunk.first_pfn; pfn < chunk.first_pfn + chunk.page_count; pfn++)
+				take(pfn);
+	} else {
+		for (const uint64_t pfn : valid_pfns_)
+			take(pfn);
 	}
-	// A page inflated twice is discarded again: the guest may have dirtied it in between,
-	// and the host wants the memory back either way.
-	discarder_.discard(valid_pfns_);
-	queue.push_used(chain.head, 0);
+
+	const auto start = std::chrono::steady_clock::now();
+	bool done;
+	if (huge_pages_) {
+		// Only host pages that are now wholly ballooned go; the rest wait for their last
+		// 4 KiB page (splitting a huge page for one 4 KiB page costs more than it frees).
+		done = discard_runs_.empty() || discarder_.discard_runs(discard_runs_);
+	} else if (negotiated(VB_F_X_CHUNKED)) {
+		discard_runs_ = chunks_;
+		done = discarder_.discard_runs(discard_runs_);
+	} else {
+		// A page inflated twice is discarded again: the guest may have dirtied it in
+		// between, and the host wants the memory back either way.
+		done = discarder_.discard(valid_pfns_);
+	}
+	counters_.discard_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+					       std::chrono::steady_clock::now() - start)
+					       .count());
+	return done;
+}
+
+uint32_t BalloonDevice::report_initialised(const Segment& bitmap, bool discards_done)
+{
+	const bool chunked = negotiated(VB_F_X_CHUNKED);
+	const uint64_t units = chunked ? chunks_.size() : pfns_.size();
+	const uint32_t bytes = static_cast<uint32_t>((units + 7) / 8);
+	bitmap_.assign(bytes, 0);
+
+	// Discarded private anonymous memory reads back as zero. A non-zero poison_val has to
+	// be written; this device does it only for a repeated byte, and promises nothing else.
+	const uint32_t poison = negotiated(VB_F_PAGE_POISON) ? poison_value() : 0;
+	const uint8_t poison_byte = static_cast<uint8_t>(poison);
+	const bool can_initialise = discards_done && poison == 0x01010101u * poison_byte;
+	auto page_initialised = [&](uint64_t pfn) {
+		return pfn_inside_ram(pfn, memory_.size()) && (!huge_pages_ || huge_pages_->complete(pfn));
+	};
+	auto initialise = [&](uint64_t pfn, uint64_t count) {
+		if (poison_byte)
+			(void)memory_.fill(pfn * GuestMemory::kPageBytes, poison_byte, count * GuestMemory::kPageBytes);
+	};
+	uint64_t reported = 0;
+	for (uint64_t unit = 0; can_initialise && unit < units; unit++) {
+		uint64_t first = chunked ? chunks_[unit].first_pfn : pfns_[unit];
+		uint64_t count = chunked ? chunks_[unit].page_count : 1;
+		bool all = true;
+		for (uint64_t pfn = first; pfn < first + count && all; pfn++)
+			all = page_initialised(pfn);
+		if (!all)
+			continue;
+		initialise(first, count);
+		bitmap_[unit / 8] |= static_cast<uint8_t>(1u << (unit % 8));
+		reported += count;
+	}
+	if (!memory_.write(bitmap.phys_addr, bitmap_.data(), bytes))
+		throw std::logic_error("BalloonDevice: validated bitmap outside RAM");
+	counters_.pages_reported_initialised.fetch_add(reported);
+	return bytes;
 }
 
 void BalloonDevice::handle_deflate(DeviceQueue& queue, const DescriptorChain& chain)
 {
-	if (!read_request(chain, valid_pfns_)) {
+	if (negotiated(VB_F_X_CHUNKED)) {
+		if (const auto reason = read_chunk_request(chain, chunks_)) {
+			counters_.reject(*reason);
+			queue.push_used(chain.head, 0);
+			return;
+		}
+		valid_pfns_.clear();
+		for (const PfnRun& chunk : chunks_)
+			for (uint64_t pfn = chunk.first_pfn; pfn < chunk.first_pfn + chunk.page_count; pfn++)
+				valid_pfns_.push_back(pfn);
+	} else if (!read_request(chain, valid_pfns_)) {
 		queue.push_used(chain.head, 0);
 		return;
 	}
@@ -304,10 +436,13 @@ void BalloonDevice::ack_deflate(DeviceQueue& queue, uint16_t head,
 	// Ownership goes back before the ack is published (push_used's release store), so a
 	// guest that sees the ack never sees the page still owned by the host.
 	for (const uint64_t pfn : pfns) {
-		if (ownership_.give_back(pfn))
+		if (ownership_.give_back(pfn)) {
 			counters_.pages_deflated.fetch_add(1);
-		else
+			if (huge_pages_)
+				huge_pages_->released(pfn);
+		} else {
 			counters_.reject(BalloonRejection::kPfnNotHostOwned);
+		}
 	}
 	queue.push_used(head, 0);
 }

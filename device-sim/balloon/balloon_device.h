@@ -24,6 +24,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "balloon/balloon_profile.h"
 #include "balloon/guest_stats.h"
 #include "balloon/host_page_ownership.h"
+#include "balloon/huge_page_tracker.h"
 #include "balloon/page_discarder.h"
 #include "balloon/stats_queue.h"
 #include "transport/device_backend.h"
@@ -51,6 +53,9 @@ struct BalloonDeviceOptions {
 	// allows (5.5.3.1). Off by default, as no real host does it.
 	bool require_must_tell_host = false;
 	uint32_t initial_target_pages = 0;
+	// Size of the host pages backing guest RAM. Above 4 KiB (2 MiB for THP or hugetlbfs) the
+	// device discards a host page only once all of it is ballooned (huge_page_tracker.h).
+	uint64_t host_page_bytes = 4096;
 };
 
 class BalloonDevice final : private DeviceBackend
@@ -129,6 +134,13 @@ private:
 	void handle_inflate(DeviceQueue& queue, const DescriptorChain& chain);
 	void handle_deflate(DeviceQueue& queue, const DescriptorChain& chain);
 	void ack_deflate(DeviceQueue& queue, uint16_t head, const std::vector<uint64_t>& pfns);
+	// Takes the request's pages for the host and discards what may be discarded now;
+	// false when a discard failed.
+	bool take_and_discard();
+	// VB_F_X_INIT_ON_INFLATE: which of the request's units (PFNs, or chunks) now read back
+	// as zero or poison_val, written into the driver's bitmap. Returns the bytes written.
+	uint32_t report_initialised(const Segment& bitmap, bool discards_done);
+	bool negotiated(unsigned bit) const { return (negotiated_ & VB_FEATURE(bit)) != 0; }
 	void release_held_deflates();
 	void set_held_deflates_count(size_t count);
 	bool read_request(const DescriptorChain& chain, std::vector<uint64_t>& valid_pfns);
@@ -147,6 +159,11 @@ private:
 	std::vector<uint8_t> pfn_bytes_;
 	std::vector<uint32_t> pfns_;
 	std::vector<uint64_t> valid_pfns_;
+	std::vector<PfnRun> chunks_;          // VB_F_X_CHUNKED requests
+	std::vector<PfnRun> discard_runs_;
+	std::vector<uint8_t> bitmap_;
+	DescriptorChain payload_;             // a request without its bitmap descriptor
+	std::unique_ptr<HugePageTracker> huge_pages_;
 	std::vector<HeldDeflate> held_deflates_;
 	uint64_t negotiated_ = 0;
 

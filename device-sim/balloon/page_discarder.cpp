@@ -1,33 +1,62 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "balloon/page_discarder.h"
 
+#include <algorithm>
+
 #include "memory/guest_memory.h"
 
 namespace vbsim
 {
 
-void PageDiscarder::discard(std::vector<uint64_t>& pfns)
+bool PageDiscarder::discard(std::vector<uint64_t>& pfns)
 {
+	bool all_done = true;
 	if (mode_ == DiscardMode::kPerPage) {
 		for (const uint64_t pfn : pfns)
-			discard_run(pfn, 1);
-		return;
+			all_done &= discard_run(pfn, 1);
+		return all_done;
 	}
 	merge_into_runs(pfns, runs_);
 	for (const PfnRun& run : runs_)
-		discard_run(run.first_pfn, run.page_count);
+		all_done &= discard_run(run.first_pfn, run.page_count);
+	return all_done;
 }
 
-void PageDiscarder::discard_run(uint64_t first_pfn, uint64_t page_count)
+bool PageDiscarder::discard_runs(std::vector<PfnRun>& runs)
+{
+	bool all_done = true;
+	if (mode_ == DiscardMode::kPerPage) {
+		for (const PfnRun& run : runs) {
+			for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.page_count; pfn++)
+				all_done &= discard_run(pfn, 1);
+		}
+		return all_done;
+	}
+	std::sort(runs.begin(), runs.end(),
+		  [](const PfnRun& a, const PfnRun& b) { return a.first_pfn < b.first_pfn; });
+	size_t i = 0;
+	while (i < runs.size()) {
+		uint64_t first = runs[i].first_pfn;
+		uint64_t end = first + runs[i].page_count;
+		// Join runs that touch or overlap (the same page twice is discarded once).
+		while (++i < runs.size() && runs[i].first_pfn <= end)
+			end = std::max(end, runs[i].first_pfn + runs[i].page_count);
+		all_done &= discard_run(first, end - first);
+	}
+	return all_done;
+}
+
+bool PageDiscarder::discard_run(uint64_t first_pfn, uint64_t page_count)
 {
 	counters_.discard_calls.fetch_add(1, std::memory_order_relaxed);
 	if (memory_.discard(first_pfn * GuestMemory::kPageBytes,
 			    page_count * GuestMemory::kPageBytes) != 0) {
 		// The pages stay resident; the guest still gave them up, so the ack still goes out.
 		counters_.discard_failures.fetch_add(1, std::memory_order_relaxed);
-		return;
+		return false;
 	}
 	counters_.pages_discarded.fetch_add(page_count, std::memory_order_relaxed);
+	return true;
 }
 
 } // namespace vbsim

@@ -36,11 +36,15 @@ public:
 	DiscardMode mode() const { return mode_; }
 
 	// Discards every page in `pfns` (all inside RAM; the caller checked). May reorder
-	// and de-duplicate `pfns`.
-	void discard(std::vector<uint64_t>& pfns);
+	// and de-duplicate `pfns`. False when a madvise call failed.
+	bool discard(std::vector<uint64_t>& pfns);
+	// The same for runs of pages (chunks, whole huge pages): per page in kPerPage mode,
+	// else one call per maximal run after sorting and joining adjacent runs. May reorder
+	// `runs`.
+	bool discard_runs(std::vector<PfnRun>& runs);
 
 private:
-	void discard_run(uint64_t first_pfn, uint64_t page_count);
+	bool discard_run(uint64_t first_pfn, uint64_t page_count);
 
 	GuestMemory& memory_;
 	const DiscardMode mode_;
