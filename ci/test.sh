@@ -24,7 +24,7 @@ ci/build.sh sanitize
 ctest --test-dir build-sanitize --output-on-failure -j "$(nproc)"
 
 step "requirements traceability"
-/usr/bin/python3 spec/check_requirements.py spec/requirements.md --min-rows 92 $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
+/usr/bin/python3 spec/check_requirements.py --min-rows 92 spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
 
 step "kernel module"
 driver/linux/build-module.sh
