@@ -4,6 +4,8 @@
 
 Usage:
   check_requirements.py [REQUIREMENTS.md] [GTEST_BINARY ...] [--min-rows N] [--no-test-check]
+                        [--root DIR]
+  check_requirements.py [REQUIREMENTS.md] --summary
   check_requirements.py --self-test
 
 Every markdown table whose header has an "ID" and a "Tests" column is a requirements table
@@ -12,11 +14,20 @@ Every markdown table whose header has an "ID" and a "Tests" column is a requirem
   - Side is driver/device/both and agrees with the ID (DRV/DEV/ALL); ALL rows are INFO;
   - Level is one of MUST, MUST NOT, SHOULD, SHOULD NOT, MAY, INFO;
   - the Rule is not empty;
-  - Tests is "not yet", "n/a", or a comma-separated list of Suite.Test names. Each name must
-    be listed by at least one of the GoogleTest binaries given (run with --gtest_list_tests).
-    A name Suite.Test also matches a parametrized or typed instance: a suite listed as
-    Prefix/Suite, Suite/N or Prefix/Suite/N, and a test listed as Test/N.
-It prints a summary and exits 1 on any error (2 on a usage error).
+  - Tests is "not yet", "n/a", or a comma-separated list of test names:
+    - GoogleTest names Suite.Test. Each must be listed by at least one of the GoogleTest
+      binaries given (run with --gtest_list_tests). A name Suite.Test also matches a
+      parametrized or typed instance: a suite listed as Prefix/Suite, Suite/N or
+      Prefix/Suite/N, and a test listed as Test/N.
+    - pytest node ids path/to/test_file.py::test_name, the path relative to the repository
+      root (--root, default: the parent of this script's folder). The file must exist and
+      define the test at top level (`def test_name(` or `async def test_name(` at the start of
+      a line); a parametrized test is named without its [params].
+  - a coverage summary, when the file has one between the markers
+    <!-- coverage-summary:begin --> and <!-- coverage-summary:end -->, matches what
+    --summary prints for the tables (so the pasted counts cannot go stale).
+It prints a summary and exits 1 on any error (2 on a usage error). --summary prints the
+coverage summary (markdown) to paste between the markers, and checks nothing else.
 """
 
 import argparse
@@ -33,6 +44,12 @@ LEVELS = ["MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "INFO"]
 NOT_YET = "not yet"
 NOT_APPLICABLE = "n/a"
 TEST_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
+# A pytest node id: a relative .py path (no "..", no leading "/") and a top-level test function.
+PYTEST_ID_RE = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.(?:/|$))"
+                          r"([A-Za-z0-9_.\-/]+\.py)::(test[A-Za-z0-9_]*)$")
+SUMMARY_BEGIN = "<!-- coverage-summary:begin -->"
+SUMMARY_END = "<!-- coverage-summary:end -->"
+SIDES = ("driver", "device", "both")
 REQUIRED_COLUMNS = ["ID", "Side", "Level", "Rule", "Tests"]
 
 
@@ -44,7 +61,8 @@ class Row:
         self.level = cells["Level"]
         self.rule = cells["Rule"]
         self.tests_text = cells["Tests"]
-        self.tests = []
+        self.tests = []    # GoogleTest names
+        self.pytests = []  # pytest node ids
 
 
 def split_cells(line):
@@ -172,6 +190,12 @@ def check_rows(path, rows):
         for name in (t.strip() for t in text.split(",")):
             if name in (NOT_YET, NOT_APPLICABLE):
                 errors.append("%s: %r mixed with test names" % (where, name))
+            elif "::" in name:
+                if PYTEST_ID_RE.match(name):
+                    r.pytests.append(name)
+                else:
+                    errors.append("%s: malformed pytest node id %r "
+                                  "(want path/test_file.py::test_name)" % (where, name))
             elif not TEST_NAME_RE.match(name):
                 errors.append("%s: malformed test name %r (want Suite.Test)" % (where, name))
             else:
@@ -216,6 +240,80 @@ def test_listed(name, listed):
     return False
 
 
+def pytest_defined(root, node_id, files):
+    """None when the node id's file defines the test at top level, else what is wrong.
+    `files` caches (text, error) per path."""
+    path, name = PYTEST_ID_RE.match(node_id).groups()
+    if path not in files:
+        try:
+            with open(os.path.join(root, path), encoding="utf-8") as f:
+                files[path] = (f.read(), None)
+        except OSError as e:
+            files[path] = (None, e.strerror)
+    text, error = files[path]
+    if text is None:
+        return "cannot read %s: %s" % (os.path.join(root, path), error)
+    if not re.search(r"^(?:async\s+)?def\s+%s\s*\(" % re.escape(name), text, re.MULTILINE):
+        return "no top-level 'def %s(' in %s" % (name, path)
+    return None
+
+
+def tests_state(r):
+    text = r.tests_text.replace("`", "").strip()
+    if r.tests or r.pytests:
+        return "tested"
+    return text if text in (NOT_YET, NOT_APPLICABLE) else None
+
+
+def coverage_summary(rows):
+    """The coverage table (markdown) that ends requirements.md, between the markers."""
+    lines = ["| Level | driver | device | both (wire facts) |", "|---|---|---|---|"]
+
+    def cell(selected):
+        counts = [sum(1 for r in selected if tests_state(r) == state)
+                  for state in ("tested", NOT_YET, NOT_APPLICABLE)]
+        if not selected:
+            return "-"
+        text = "%d tested, %d not yet" % (counts[0], counts[1])
+        return text + (", %d n/a" % counts[2] if counts[2] else "")
+
+    for level in LEVELS:
+        if any(r.level == level for r in rows):
+            lines.append("| %s | %s |" % (level, " | ".join(
+                cell([r for r in rows if r.level == level and r.side == side]) for side in SIDES)))
+    lines.append("| all | %s |" % " | ".join(cell([r for r in rows if r.side == side])
+                                            for side in SIDES))
+    binding = [r for r in rows if r.level in ("MUST", "MUST NOT", "SHOULD")]
+
+    def tested_of(selected):
+        return "%d of %d" % (sum(1 for r in selected if tests_state(r) == "tested"), len(selected))
+
+    lines.append("")
+    lines.append("MUST, MUST NOT and SHOULD rows with tests: %s (driver %s, device %s)."
+                 % (tested_of(binding), tested_of([r for r in binding if r.side == "driver"]),
+                    tested_of([r for r in binding if r.side == "device"])))
+    return "\n".join(lines)
+
+
+def check_summary(path, rows):
+    """Errors when the pasted coverage summary differs from the generated one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return []  # parse_tables reported it
+    begin, end = text.find(SUMMARY_BEGIN), text.find(SUMMARY_END)
+    if begin < 0 and end < 0:
+        return []
+    if begin < 0 or end < begin:
+        return ["%s: coverage summary markers are missing or out of order" % path]
+    pasted = text[begin + len(SUMMARY_BEGIN):end].strip()
+    if pasted != coverage_summary(rows).strip():
+        return ["%s: the coverage summary is stale: paste the output of --summary between the "
+                "markers" % path]
+    return []
+
+
 def run(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -226,8 +324,14 @@ def run(argv):
                     help="fail if the file has fewer than N requirement rows (all levels)")
     ap.add_argument("--no-test-check", action="store_true",
                     help="check the tables only; do not require binaries for named tests")
+    ap.add_argument("--root", metavar="DIR", default=os.path.dirname(here),
+                    help="repository root that pytest node ids are relative to "
+                         "(default: the parent of this script's folder)")
+    ap.add_argument("--summary", action="store_true",
+                    help="print the coverage summary to paste at the end of the file, and exit")
     ap.add_argument("--self-test", action="store_true", help="run the built-in self test")
-    args = ap.parse_args(argv)
+    # Intermixed: ci/test.sh puts --min-rows between the file and the binaries.
+    args = ap.parse_intermixed_args(argv)
     if args.self_test:
         return self_test()
 
@@ -236,11 +340,28 @@ def run(argv):
     if tables == 0 and not errors:
         errors.append("%s: no requirements table found (header needs ID and Tests)" % path)
     errors += check_rows(path, rows)
+    if args.summary:
+        for e in errors:
+            print("error: " + e, file=sys.stderr)
+        if errors:
+            return 1
+        print(coverage_summary(rows))
+        return 0
+    errors += check_summary(path, rows)
     if args.min_rows and len(rows) < args.min_rows:
         errors.append("%s: %d requirement rows, fewer than --min-rows %d"
                       % (path, len(rows), args.min_rows))
 
     named = sorted({t for r in rows for t in r.tests})
+    pytest_named = sorted({t for r in rows for t in r.pytests})
+    if pytest_named and not args.no_test_check:
+        files = {}
+        for r in rows:
+            for t in r.pytests:
+                problem = pytest_defined(args.root, t, files)
+                if problem:
+                    errors.append("%s:%d: %s: test %s not found: %s"
+                                  % (path, r.line, r.id, t, problem))
     if named and not args.no_test_check:
         if not args.binaries:
             errors.append("%d test name(s) listed but no gtest binary given "
@@ -260,16 +381,16 @@ def run(argv):
                                           % (path, r.line, r.id, t, ", ".join(args.binaries)))
 
     # Summary.
-    with_tests = sum(1 for r in rows if r.tests)
+    with_tests = sum(1 for r in rows if r.tests or r.pytests)
     not_yet = sum(1 for r in rows if r.tests_text.replace("`", "").strip() == NOT_YET)
     na = sum(1 for r in rows if r.tests_text.replace("`", "").strip() == NOT_APPLICABLE)
     normative = [r for r in rows if r.level != "INFO"]
     print("%s: %d tables, %d rows (%d normative, %d INFO)"
           % (path, tables, len(rows), len(normative), len(rows) - len(normative)))
-    print("  tests: %d rows with tests (%d distinct names), %d 'not yet', %d 'n/a'"
-          % (with_tests, len(named), not_yet, na))
+    print("  tests: %d rows with tests (%d distinct GoogleTest names, %d pytest node ids), "
+          "%d 'not yet', %d 'n/a'" % (with_tests, len(named), len(pytest_named), not_yet, na))
     print("  normative rows with tests: %d of %d"
-          % (sum(1 for r in normative if r.tests), len(normative)))
+          % (sum(1 for r in normative if r.tests or r.pytests), len(normative)))
     print("  %-11s %7s %7s %7s %7s" % ("level", "driver", "device", "both", "total"))
     for level in LEVELS:
         counts = [sum(1 for r in rows if r.level == level and r.side == s)
@@ -295,6 +416,34 @@ GOOD_TABLE = """# t
 | BAL-ALL-CFG-01 | both | INFO | a fact | Typed.Case, n/a_ignored_no |
 """
 
+PYTEST_TABLE = """# t
+| ID | Side | Level | Rule | Tests |
+|---|---|---|---|---|
+| BAL-DRV-OP-01 | driver | MUST | a rule | tests/guest/test_x.py::test_ok, \
+tests/guest/test_x.py::test_async |
+| BAL-DEV-OP-01 | device | MAY | a rule | not yet |
+"""
+
+FAKE_PYTEST_FILE = """import pytest
+
+
+def helper():
+    pass
+
+
+def test_ok(vm, driver):
+    pass
+
+
+async def test_async():
+    pass
+
+
+class TestGroup:
+    def test_method(self):
+        pass
+"""
+
 FAKE_GTEST = """#!/bin/sh
 cat <<'EOF'
 Plain.
@@ -312,20 +461,37 @@ EOF
 def self_test():
     failures = []
 
-    def expect(name, text, want_rc, extra=(), want_msg=None, binary=None):
+    import contextlib
+    import io
+
+    def expect(name, text, want_rc, extra=(), want_msg=None, binary=None, want_out=None,
+               options_first=False):
         with tempfile.TemporaryDirectory() as d:
             md = os.path.join(d, "req.md")
             with open(md, "w", encoding="utf-8") as f:
                 f.write(text)
-            argv = [md] + ([binary] if binary else []) + list(extra)
-            import io
-            import contextlib
+            binaries = [binary] if binary else []
+            argv = [md] + (list(extra) + binaries if options_first else binaries + list(extra))
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                rc = run(argv)
-            if rc != want_rc or (want_msg and want_msg not in err.getvalue()):
-                failures.append("%s: rc=%d (want %d), stderr=%r"
-                                % (name, rc, want_rc, err.getvalue()[-400:]))
+                try:
+                    rc = run(argv)
+                except SystemExit as e:  # argparse refused the command line
+                    rc = e.code
+            if (rc != want_rc or (want_msg and want_msg not in err.getvalue())
+                    or (want_out and want_out not in out.getvalue())):
+                failures.append("%s: rc=%d (want %d), stdout=%r, stderr=%r"
+                                % (name, rc, want_rc, out.getvalue()[-300:],
+                                   err.getvalue()[-400:]))
+
+    def summary_of(text):
+        with tempfile.TemporaryDirectory() as d:
+            md = os.path.join(d, "req.md")
+            with open(md, "w", encoding="utf-8") as f:
+                f.write(text)
+            rows, _, _ = parse_tables(md)
+            check_rows(md, rows)
+            return coverage_summary(rows)
 
     with tempfile.TemporaryDirectory() as bindir:
         fake = os.path.join(bindir, "fake_gtest")
@@ -335,6 +501,8 @@ def self_test():
         good = GOOD_TABLE.replace(", n/a_ignored_no", "")
         expect("good file with binary", good, 0, binary=fake)
         expect("good file, min-rows ok", good, 0, extra=["--min-rows", "3"], binary=fake)
+        expect("options between the file and the binaries (as ci/test.sh)", good, 0,
+               extra=["--min-rows", "3"], binary=fake, options_first=True)
         expect("min-rows too high", good, 1, extra=["--min-rows", "4"], binary=fake,
                want_msg="fewer than --min-rows")
         expect("tests named, no binary", good, 1, want_msg="no gtest binary")
@@ -370,6 +538,50 @@ def self_test():
                want_msg="no requirements table")
         expect("broken binary", good, 1, binary=os.path.join(bindir, "missing"),
                want_msg="cannot run")
+
+        # pytest node ids, checked against the files under --root.
+        root = os.path.join(bindir, "repo")
+        os.makedirs(os.path.join(root, "tests", "guest"))
+        with open(os.path.join(root, "tests", "guest", "test_x.py"), "w") as f:
+            f.write(FAKE_PYTEST_FILE)
+        at_root = ["--root", root]
+        expect("pytest ids need no gtest binary", PYTEST_TABLE, 0, extra=at_root)
+        expect("pytest ids next to gtest names",
+               PYTEST_TABLE.replace("| not yet |",
+                                    "| Plain.Works, tests/guest/test_x.py::test_ok |"),
+               0, extra=at_root, binary=fake)
+        expect("pytest id without its def", PYTEST_TABLE.replace("::test_async", "::test_gone"), 1,
+               extra=at_root, want_msg="no top-level 'def test_gone('")
+        expect("pytest method is not a top-level id",
+               PYTEST_TABLE.replace("::test_async", "::test_method"), 1, extra=at_root,
+               want_msg="no top-level 'def test_method('")
+        expect("pytest file missing",
+               PYTEST_TABLE.replace("test_x.py::test_ok", "test_y.py::test_ok"), 1,
+               extra=at_root, want_msg="cannot read")
+        expect("pytest id must name a test", PYTEST_TABLE.replace("::test_ok", "::helper"), 1,
+               extra=at_root, want_msg="malformed pytest node id")
+        expect("pytest id must stay under the root",
+               PYTEST_TABLE.replace("tests/guest/test_x.py::test_ok",
+                                    "../repo/tests/guest/test_x.py::test_ok"),
+               1, extra=at_root, want_msg="malformed pytest node id")
+        expect("pytest id with params",
+               PYTEST_TABLE.replace("::test_ok", "::test_ok[vballoon]"), 1, extra=at_root,
+               want_msg="malformed pytest node id")
+        expect("pytest ids, --no-test-check",
+               PYTEST_TABLE.replace("::test_async", "::test_gone"), 0,
+               extra=at_root + ["--no-test-check"])
+
+        # The pasted coverage summary.
+        summary = summary_of(PYTEST_TABLE)
+        expect("--summary prints the table", PYTEST_TABLE, 0, extra=["--summary"],
+               want_out="| MUST | 1 tested, 0 not yet | - | - |")
+        current = "%s\n%s\n%s\n%s\n" % (PYTEST_TABLE, SUMMARY_BEGIN, summary, SUMMARY_END)
+        expect("current summary", current, 0, extra=at_root)
+        expect("stale summary", current.replace("| MAY | - | 0 tested, 1 not yet",
+                                                "| MAY | - | 1 tested, 0 not yet"),
+               1, extra=at_root, want_msg="coverage summary is stale")
+        expect("summary marker missing", current.replace(SUMMARY_END, ""), 1, extra=at_root,
+               want_msg="markers")
 
     if failures:
         for f in failures:
