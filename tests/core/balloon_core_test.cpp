@@ -370,11 +370,74 @@ TEST(BalloonCore, PoisonValueIsWrittenBeforeDriverOkOnlyWhenNegotiated)
 	vb::GuestTraits traits;
 	traits.freed_pages_need_pattern = true;
 	traits.free_page_pattern = 0xaaaaaaaa;
-	Guest guest(kStandard | VB_FEATURE(VB_F_PAGE_POISON), traits);
-	EXPECT_EQ(guest.os.config[VB_CONFIG_POISON_VAL_OFFSET / 4], 0xaaaaaaaau);
+	FakeOs os(kFirstPfn, kGuestPages);
+	vb::Balloon<FakeOs> balloon(os, kStandard | VB_FEATURE(VB_F_PAGE_POISON), traits);
+	ASSERT_TRUE(balloon.prepare());
+	// prepare() is what the OS calls before it sets DRIVER_OK.
+	EXPECT_EQ(os.config[VB_CONFIG_POISON_VAL_OFFSET / 4], 0xaaaaaaaau);
 
 	Guest plain(kStandard);
 	EXPECT_TRUE(plain.os.events_of(Event::kConfigWrite).empty());
+}
+
+TEST(BalloonCore, PoisonValueNeverChangesAfterDriverOk)
+{
+	vb::GuestTraits traits;
+	traits.freed_pages_need_pattern = true;
+	traits.free_page_pattern = 0xaaaaaaaa;
+	Guest guest(kStandard | VB_FEATURE(VB_F_PAGE_POISON), traits);
+	size_t after_start = guest.os.events.size();
+	guest.set_target(3000);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	ASSERT_EQ(guest.balloon.deflate_for_oom(), 0u);
+	guest.set_target(0);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	guest.balloon.release_all();
+	for (size_t i = after_start; i < guest.os.events.size(); i++) {
+		const Event& e = guest.os.events[i];
+		if (e.kind == Event::kConfigWrite) {
+			EXPECT_EQ(e.first_pfn, VB_CONFIG_ACTUAL_OFFSET) << "only actual is written";
+		}
+	}
+}
+
+TEST(BalloonCore, StatsBufferIsPrimedBeforeDriverOk)
+{
+	FakeOs os(kFirstPfn, kGuestPages);
+	os.stats.present_mask = 1u << VB_S_MEMFREE;
+	vb::Balloon<FakeOs> balloon(os, kStandard, {});
+	ASSERT_TRUE(balloon.prepare());
+	auto& stats = os.queues[static_cast<int>(vb::QueueKind::kStats)];
+	EXPECT_EQ(stats.pending.size(), 1u) << "one buffer on the statsq before DRIVER_OK";
+	EXPECT_EQ(os.last_stats.size(), VB_STAT_ENTRY_BYTES);
+}
+
+TEST(BalloonCore, ActualIsWrittenOnlyAfterTheHostAcknowledgedTheChange)
+{
+	Guest guest(kWithMustTellHost);
+	for (uint32_t target : {3000u, 1000u, 2500u, 0u}) {
+		guest.os.events.clear();
+		guest.set_target(target);
+		ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+		// Replay: every write of `actual` reports pages whose requests are all acked, and
+		// the last write reports the target.
+		int in_flight = 0;
+		uint32_t last_actual = 0;
+		bool wrote = false;
+		for (const Event& e : guest.os.events) {
+			if (e.kind == Event::kAdd && e.queue != vb::QueueKind::kStats)
+				in_flight++;
+			if (e.kind == Event::kAck && e.queue != vb::QueueKind::kStats)
+				in_flight--;
+			if (e.kind == Event::kConfigWrite && e.first_pfn == VB_CONFIG_ACTUAL_OFFSET) {
+				EXPECT_EQ(in_flight, 0) << "actual written with requests unacknowledged";
+				last_actual = static_cast<uint32_t>(e.count);
+				wrote = true;
+			}
+		}
+		EXPECT_TRUE(wrote);
+		EXPECT_EQ(last_actual, target);
+	}
 }
 
 TEST(BalloonCore, AForeignBufferFromTheDeviceIsCountedNotTrusted)

@@ -46,6 +46,19 @@ TEST(GuestStats, ReadsKnownTags)
 	EXPECT_FALSE(stats.has(VB_S_SWAP_IN));
 }
 
+TEST(GuestStats, AcceptsTagsInAnyOrder)
+{
+	const auto sorted = encode({{VB_S_SWAP_IN, 1}, {VB_S_MEMFREE, 2}, {VB_S_MEMTOT, 3}, {VB_S_CACHES, 4}});
+	const auto shuffled =
+		encode({{VB_S_CACHES, 4}, {VB_S_MEMFREE, 2}, {VB_S_SWAP_IN, 1}, {VB_S_MEMTOT, 3}});
+	GuestStats from_sorted, from_shuffled;
+	parse_stats_entries(sorted.data(), sorted.size(), from_sorted);
+	const StatsParseOutcome outcome = parse_stats_entries(shuffled.data(), shuffled.size(), from_shuffled);
+	EXPECT_EQ(outcome.entries, 4u);
+	EXPECT_EQ(from_shuffled.present_mask, from_sorted.present_mask);
+	EXPECT_EQ(from_shuffled.values, from_sorted.values);
+}
+
 TEST(GuestStats, IgnoresUnknownTags)
 {
 	const auto bytes = encode({{VB_S_NR, 1}, {0xffff, 2}, {VB_S_AVAIL, 3}});
