@@ -336,7 +336,17 @@ bool BalloonDevice::take_and_discard()
 		if (huge_pages_)
 			huge_pages_->ballooned(pfn, discard_runs_);
 	};
-	if (negotiated(VB_F_X_CHUNKED)) {
+	if (negotiated(VB_F_X_CHUNKED) && !huge_pages_) {
+		// Whole chunks change hands a bitmap word at a time.
+		uint64_t requested = 0, taken = 0;
+		for (const PfnRun& chunk : chunks_) {
+			requested += chunk.page_count;
+			taken += ownership_.take_run(chunk.first_pfn, chunk.page_count);
+		}
+		counters_.pages_inflated.fetch_add(taken);
+		if (requested != taken)
+			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned, requested - taken);
+	} else if (negotiated(VB_F_X_CHUNKED)) {
 		for (const PfnRun& chunk : chunks_)
 			for (uint64_t pfn = chunk.first_pfn; pfn < chunk.first_pfn + chunk.page_count; pfn++)
 				take(pfn);
@@ -408,6 +418,21 @@ void BalloonDevice::handle_deflate(DeviceQueue& queue, const DescriptorChain& ch
 	if (negotiated(VB_F_X_CHUNKED)) {
 		if (const auto reason = read_chunk_request(chain, chunks_)) {
 			counters_.reject(*reason);
+			queue.push_used(chain.head, 0);
+			return;
+		}
+		const bool ack_now = !hold_deflate_acks_.load() && held_deflates_.empty();
+		if (ack_now && !huge_pages_) {
+			// The common case: whole chunks go back a bitmap word at a time.
+			counters_.deflate_requests.fetch_add(1);
+			uint64_t requested = 0, given = 0;
+			for (const PfnRun& chunk : chunks_) {
+				requested += chunk.page_count;
+				given += ownership_.give_back_run(chunk.first_pfn, chunk.page_count);
+			}
+			counters_.pages_deflated.fetch_add(given);
+			if (requested != given)
+				counters_.reject(BalloonRejection::kPfnNotHostOwned, requested - given);
 			queue.push_used(chain.head, 0);
 			return;
 		}

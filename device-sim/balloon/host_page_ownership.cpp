@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "balloon/host_page_ownership.h"
 
+#include <algorithm>
+
 namespace vbsim
 {
 
@@ -50,6 +52,47 @@ bool HostPageOwnership::give_back(uint64_t pfn)
 		return false;
 	owned_pages_.fetch_sub(1, std::memory_order_acq_rel);
 	return true;
+}
+
+// The bits of [first, first + count) that fall in word `word`, as a mask.
+static uint64_t run_mask(uint64_t word, uint64_t first, uint64_t end)
+{
+	const uint64_t word_first = word * kBitsPerWord;
+	const uint64_t lo = first > word_first ? first - word_first : 0;
+	const uint64_t hi = end - word_first < kBitsPerWord ? end - word_first : kBitsPerWord;
+	const uint64_t upto_hi = hi == kBitsPerWord ? ~uint64_t{0} : (uint64_t{1} << hi) - 1;
+	return upto_hi & ~((uint64_t{1} << lo) - 1);
+}
+
+uint64_t HostPageOwnership::take_run(uint64_t first_pfn, uint64_t count)
+{
+	if (first_pfn >= page_count_)
+		return 0;
+	const uint64_t end = first_pfn + std::min(count, page_count_ - first_pfn);
+	uint64_t taken = 0;
+	// One atomic per 64 pages: a 2 MiB chunk is 8 of them instead of 512.
+	for (uint64_t word = first_pfn / kBitsPerWord; word * kBitsPerWord < end; ++word) {
+		const uint64_t mask = run_mask(word, first_pfn, end);
+		const uint64_t before = words_[word].fetch_or(mask, std::memory_order_acq_rel);
+		taken += static_cast<uint64_t>(__builtin_popcountll(mask & ~before));
+	}
+	owned_pages_.fetch_add(taken, std::memory_order_acq_rel);
+	return taken;
+}
+
+uint64_t HostPageOwnership::give_back_run(uint64_t first_pfn, uint64_t count)
+{
+	if (first_pfn >= page_count_)
+		return 0;
+	const uint64_t end = first_pfn + std::min(count, page_count_ - first_pfn);
+	uint64_t given = 0;
+	for (uint64_t word = first_pfn / kBitsPerWord; word * kBitsPerWord < end; ++word) {
+		const uint64_t mask = run_mask(word, first_pfn, end);
+		const uint64_t before = words_[word].fetch_and(~mask, std::memory_order_acq_rel);
+		given += static_cast<uint64_t>(__builtin_popcountll(mask & before));
+	}
+	owned_pages_.fetch_sub(given, std::memory_order_acq_rel);
+	return given;
 }
 
 uint64_t HostPageOwnership::give_back_all()

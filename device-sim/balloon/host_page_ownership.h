@@ -28,6 +28,10 @@ public:
 	// Each returns whether the page changed hands (false: already so, or beyond RAM).
 	bool take(uint64_t pfn);
 	bool give_back(uint64_t pfn);
+	// The same for a run of pages, a word of the bitmap at a time; each returns how many
+	// pages changed hands (pages beyond RAM are ignored).
+	uint64_t take_run(uint64_t first_pfn, uint64_t count);
+	uint64_t give_back_run(uint64_t first_pfn, uint64_t count);
 	// Gives every page back; returns how many the host held.
 	uint64_t give_back_all();
 

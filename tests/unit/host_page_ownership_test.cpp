@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "balloon/host_page_ownership.h"
 
 namespace vbsim
@@ -40,6 +42,36 @@ TEST(HostPageOwnership, GiveBackAllReturnsTheCount)
 	EXPECT_EQ(ownership.give_back_all(), 334u);
 	EXPECT_EQ(ownership.owned_pages(), 0u);
 	EXPECT_FALSE(ownership.owns(999));
+}
+
+} // namespace
+} // namespace vbsim
+
+namespace vbsim
+{
+namespace
+{
+
+// The run versions must agree with page-at-a-time ownership for any run, whatever its
+// alignment to the bitmap's words and whatever was owned before.
+TEST(HostPageOwnership, RunsAgreeWithSinglePages)
+{
+	std::mt19937_64 random(99);
+	HostPageOwnership by_run(1000);
+	HostPageOwnership by_page(1000);
+	for (int round = 0; round < 2000; round++) {
+		uint64_t first = random() % 1100; // sometimes beyond RAM
+		uint64_t count = 1 + random() % 200;
+		bool take = random() % 2;
+		uint64_t changed_by_page = 0;
+		for (uint64_t pfn = first; pfn < first + count; pfn++)
+			changed_by_page += take ? by_page.take(pfn) : by_page.give_back(pfn);
+		uint64_t changed_by_run = take ? by_run.take_run(first, count) : by_run.give_back_run(first, count);
+		ASSERT_EQ(changed_by_run, changed_by_page) << "round " << round;
+		ASSERT_EQ(by_run.owned_pages(), by_page.owned_pages());
+	}
+	for (uint64_t pfn = 0; pfn < 1000; pfn++)
+		ASSERT_EQ(by_run.owns(pfn), by_page.owns(pfn)) << pfn;
 }
 
 } // namespace
