@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "inflate_run.h"
+
+#include <fmt/core.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "balloon/balloon_device.h"
+#include "balloon/balloon_profile.h"
+#include "sim_guest.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 // Linux 5.14; older libc headers lack the name
+#endif
+
+namespace vbbench
+{
+
+namespace
+{
+
+using Clock = std::chrono::steady_clock;
+using vbsim::GuestMemory;
+
+// Only a hung device or driver gets near this: 7 GiB a page at a time takes seconds.
+constexpr std::chrono::minutes kSettleTimeout{10};
+
+double ms_since(Clock::time_point start)
+{
+	return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+uint64_t resident_mib(const GuestMemory& memory)
+{
+	return memory.resident_bytes(0, memory.size()) >> 20;
+}
+
+// Every counter a phase reports, read at one moment. Counters are cumulative over the
+// machine's life; a phase is the difference of two snapshots.
+struct Snapshot {
+	uint64_t translate_ns, discard_ns, discard_calls, discard_failures, pages_discarded,
+		pages_inflated, pages_deflated, rejected;
+	uint64_t alloc_ns, zero_ns, pages_zeroed, pages_zero_skipped;
+	uint64_t kicks, interrupts, chains;
+	uint64_t driver_messages, pages_device_initialised;
+
+	static Snapshot take(const vbsim::BalloonDevice& device, const vbsim::SimGuest& guest,
+			     vb_queue_kind queue)
+	{
+		const vbsim::BalloonCounters& host = device.counters();
+		const vbsim::SimOsCounters& os = guest.os().counters();
+		const vb::BalloonCounters& core = guest.core()->counters();
+		uint64_t rejected = 0;
+		for (const auto& count : host.rejected)
+			rejected += count.load();
+		return {host.translate_ns.load(),
+			host.discard_ns.load(),
+			host.discard_calls.load(),
+			host.discard_failures.load(),
+			host.pages_discarded.load(),
+			host.pages_inflated.load(),
+			host.pages_deflated.load(),
+			rejected,
+			os.alloc_ns.load(),
+			os.guest_init_ns.load(),
+			os.pages_initialised_by_guest.load(),
+			os.pages_skipped_initialising.load(),
+			device.kicks_received(queue),
+			device.interrupts_sent(queue),
+			device.chains_processed(queue),
+			queue == VB_QUEUE_INFLATE ? core.inflate_messages.get()
+						  : core.deflate_messages.get(),
+			core.pages_device_initialised.get()};
+	}
+};
+
+PhaseSample difference(const Snapshot& before, const Snapshot& after, bool inflate)
+{
+	PhaseSample phase;
+	phase.alloc_ns = after.alloc_ns - before.alloc_ns;
+	phase.translate_ns = after.translate_ns - before.translate_ns;
+	phase.discard_ns = after.discard_ns - before.discard_ns;
+	phase.zero_ns = after.zero_ns - before.zero_ns;
+	phase.kicks = after.kicks - before.kicks;
+	phase.interrupts = after.interrupts - before.interrupts;
+	phase.chains = after.chains - before.chains;
+	phase.driver_messages = after.driver_messages - before.driver_messages;
+	phase.discard_calls = after.discard_calls - before.discard_calls;
+	phase.pages_discarded = after.pages_discarded - before.pages_discarded;
+	phase.pages_moved = inflate ? after.pages_inflated - before.pages_inflated
+				    : after.pages_deflated - before.pages_deflated;
+	phase.pages_zeroed = after.pages_zeroed - before.pages_zeroed;
+	phase.pages_zero_skipped = after.pages_zero_skipped - before.pages_zero_skipped;
+	phase.pages_device_initialised =
+		after.pages_device_initialised - before.pages_device_initialised;
+	return phase;
+}
+
+// Makes all of guest RAM resident, one slice per thread (faults on a fresh mapping are
+// mostly the kernel's and its host's work, and they scale over CPUs). A fresh THP mapping
+// gets 2 MiB pages here.
+void populate(GuestMemory& memory, unsigned threads, RunSample& sample)
+{
+	constexpr uint64_t kSliceAlign = 2ull << 20;
+	const uint64_t slice =
+		(memory.size() / threads + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
+	std::vector<int> errors(threads, 0);
+	std::vector<std::thread> workers;
+	const auto start = Clock::now();
+	for (unsigned i = 0; i < threads; i++) {
+		const uint64_t first = slice * i;
+		if (first >= memory.size())
+			break;
+		const uint64_t len = std::min(slice, memory.size() - first);
+		workers.emplace_back([&memory, &errors, i, first, len] {
+			errors[i] = memory.populate(first, len);
+		});
+	}
+	for (std::thread& worker : workers)
+		worker.join();
+	sample.populate_ms = ms_since(start);
+	for (const int error : errors) {
+		if (error != 0)
+			throw std::system_error(error, std::generic_category(),
+						"populating guest RAM");
+	}
+	sample.huge_mib_populated = anon_huge_mib();
+	sample.resident_mib_populated = resident_mib(memory);
+}
+
+// The limit: the host dropping the same amount of populated memory in one call, from the
+// first page the guest's allocator manages.
+RunSample run_limit(const BenchConfig& config)
+{
+	RunSample sample;
+	GuestMemory memory({config.ram_bytes, config.backing});
+	populate(memory, config.populate_threads, sample);
+	const uint64_t first = vbsim::SimGuestOptions{}.kernel_bytes;
+	const auto start = Clock::now();
+	const int error = memory.discard(first, config.balloon_bytes);
+	sample.inflate.ms = ms_since(start);
+	sample.inflate.discard_ns = static_cast<uint64_t>(sample.inflate.ms * 1e6);
+	sample.inflate.discard_calls = 1;
+	if (error != 0)
+		sample.problems.push_back(fmt::format("madvise failed: errno {}", error));
+	else
+		sample.inflate.pages_discarded = config.balloon_bytes / GuestMemory::kPageBytes;
+	sample.inflate.pages_moved = sample.inflate.pages_discarded;
+	sample.huge_mib_after_inflate = anon_huge_mib();
+	sample.resident_mib_after_inflate = resident_mib(memory);
+	sample.huge_mib_after_deflate = sample.huge_mib_after_inflate;
+	sample.resident_mib_after_deflate = sample.resident_mib_after_inflate;
+	return sample;
+}
+
+void check_negotiated(const Mode& mode, uint64_t features, RunSample& sample)
+{
+	auto expect = [&](unsigned bit, bool wanted, const char* name) {
+		if (((features & VB_FEATURE(bit)) != 0) != wanted)
+			sample.problems.push_back(
+				fmt::format("{} {} negotiated", name, wanted ? "was not" : "was"));
+	};
+	expect(VB_F_X_CHUNKED, mode.chunked(), "VB_F_X_CHUNKED");
+	expect(VB_F_X_INIT_ON_INFLATE, mode.zeroing == Zeroing::kHost, "VB_F_X_INIT_ON_INFLATE");
+}
+
+// What must hold after the inflate whatever the timing; a broken run is reported, not hidden.
+void check_inflate(const BenchConfig& config, const Mode& mode, uint64_t target,
+		   const PhaseSample& phase, RunSample& sample)
+{
+	auto expect = [&](bool ok, const std::string& what) {
+		if (!ok)
+			sample.problems.push_back("inflate: " + what);
+	};
+	expect(phase.pages_moved == target,
+	       fmt::format("the device took {} pages, not {}", phase.pages_moved, target));
+	// A device tracking huge pages keeps partly ballooned ones until they fill up.
+	if (config.host_page_bytes == GuestMemory::kPageBytes)
+		expect(phase.pages_discarded == target,
+		       fmt::format("the device discarded {} pages, not {}", phase.pages_discarded,
+				   target));
+	if (mode.zeroing == Zeroing::kGuest)
+		expect(phase.pages_zeroed == target,
+		       fmt::format("the guest zeroed {} pages, not {}", phase.pages_zeroed,
+				   target));
+	if (mode.zeroing == Zeroing::kHost)
+		expect(phase.pages_zeroed == 0,
+		       fmt::format("the guest zeroed {} pages although the device initialises them",
+				   phase.pages_zeroed));
+}
+
+// On the way back every page is zeroed by the guest or was initialised by the device, and
+// the guest skips exactly what the device promised.
+void check_deflate(const Mode& mode, uint64_t target, const PhaseSample& inflate,
+		   const PhaseSample& deflate, RunSample& sample)
+{
+	auto expect = [&](bool ok, const std::string& what) {
+		if (!ok)
+			sample.problems.push_back("deflate: " + what);
+	};
+	expect(deflate.pages_moved == target,
+	       fmt::format("the device gave back {} pages, not {}", deflate.pages_moved, target));
+	const uint64_t handled = deflate.pages_zeroed + deflate.pages_zero_skipped;
+	if (mode.zeroing == Zeroing::kNone)
+		expect(handled == 0, fmt::format("the guest initialised {} pages without "
+						 "init_on_free",
+						 handled));
+	else
+		expect(handled == target,
+		       fmt::format("{} pages zeroed or skipped, not {}", handled, target));
+	expect(deflate.pages_zero_skipped == inflate.pages_device_initialised,
+	       fmt::format("the guest skipped zeroing {} pages, the device initialised {}",
+			   deflate.pages_zero_skipped, inflate.pages_device_initialised));
+}
+
+} // namespace
+
+PopulateMethod detect_populate_method()
+{
+	const size_t bytes = 4096;
+	void* scratch =
+		mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (scratch == MAP_FAILED)
+		return PopulateMethod::kTouch;
+	const bool supported = madvise(scratch, bytes, MADV_POPULATE_WRITE) == 0;
+	munmap(scratch, bytes);
+	return supported ? PopulateMethod::kPopulateWrite : PopulateMethod::kTouch;
+}
+
+std::string_view to_string(PopulateMethod method)
+{
+	return method == PopulateMethod::kPopulateWrite ? "MADV_POPULATE_WRITE"
+							: "writing one byte per 4 KiB page";
+}
+
+uint64_t anon_huge_mib()
+{
+	std::ifstream rollup("/proc/self/smaps_rollup");
+	std::string key;
+	uint64_t kib = 0;
+	while (rollup >> key) {
+		if (key == "AnonHugePages:" && rollup >> kib)
+			return kib >> 10;
+		rollup.ignore(1 << 12, '\n');
+	}
+	return 0;
+}
+
+RunSample run_mode(const BenchConfig& config, const Mode& mode)
+{
+	if (mode.is_limit())
+		return run_limit(config);
+
+	std::optional<vbsim::BalloonProfile> profile = vbsim::profile_by_name(config.profile);
+	if (!profile)
+		throw std::invalid_argument("unknown device profile " + config.profile);
+	if (mode.chunked())
+		profile->offered_features |= VB_FEATURE(VB_F_X_CHUNKED);
+	if (mode.zeroing == Zeroing::kHost)
+		profile->offered_features |= VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
+
+	RunSample sample;
+	GuestMemory memory({config.ram_bytes, config.backing});
+	populate(memory, config.populate_threads, sample);
+
+	vbsim::BalloonDeviceOptions device_options;
+	device_options.profile = *profile;
+	device_options.discard_mode = mode.discard_mode();
+	device_options.host_page_bytes = config.host_page_bytes;
+	vbsim::BalloonDevice device(memory, device_options);
+	vbsim::SimGuestOptions guest_options;
+	guest_options.max_chunk_order = mode.max_chunk_order();
+	if (mode.zeroing != Zeroing::kNone) {
+		// init_on_free, and zeroing on the way into the balloon unless the host does it.
+		guest_options.free_policy = {true, 0};
+		guest_options.zero_on_inflate = true;
+	}
+	vbsim::SimGuest guest(memory, device.transport(), guest_options);
+	guest.set_host_owns_probe([&device](uint64_t pfn) { return device.host_owns(pfn); });
+
+	const std::string refused = guest.probe();
+	if (!refused.empty()) {
+		sample.problems.push_back("the driver could not bind: " + refused);
+		return sample;
+	}
+	sample.negotiated_features = guest.negotiated_features();
+	check_negotiated(mode, sample.negotiated_features, sample);
+
+	const uint64_t target = config.balloon_bytes / GuestMemory::kPageBytes;
+	Snapshot before = Snapshot::take(device, guest, VB_QUEUE_INFLATE);
+	auto start = Clock::now();
+	device.set_target_pages(static_cast<uint32_t>(target));
+	auto settled = guest.wait_until_settled(kSettleTimeout);
+	double ms = ms_since(start);
+	sample.inflate = difference(before, Snapshot::take(device, guest, VB_QUEUE_INFLATE), true);
+	sample.inflate.ms = ms;
+	if (!settled || *settled != vb::StepResult::kSettled)
+		sample.problems.push_back("inflate: the driver did not settle at the target");
+	if (device.actual_pages() != target)
+		sample.problems.push_back(fmt::format("inflate: actual is {} pages, not {}",
+						      device.actual_pages(), target));
+	check_inflate(config, mode, target, sample.inflate, sample);
+	sample.huge_mib_after_inflate = anon_huge_mib();
+	sample.resident_mib_after_inflate = resident_mib(memory);
+
+	before = Snapshot::take(device, guest, VB_QUEUE_DEFLATE);
+	start = Clock::now();
+	device.set_target_pages(0);
+	settled = guest.wait_until_settled(kSettleTimeout);
+	ms = ms_since(start);
+	const Snapshot after_deflate = Snapshot::take(device, guest, VB_QUEUE_DEFLATE);
+	sample.deflate = difference(before, after_deflate, false);
+	sample.deflate.ms = ms;
+	if (!settled || *settled != vb::StepResult::kSettled || device.actual_pages() != 0)
+		sample.problems.push_back(fmt::format("deflate: the driver did not settle at 0 "
+						      "(actual {} pages)",
+						      device.actual_pages()));
+	check_deflate(mode, target, sample.inflate, sample.deflate, sample);
+	sample.huge_mib_after_deflate = anon_huge_mib();
+	sample.resident_mib_after_deflate = resident_mib(memory);
+
+	// The machine is fresh, so the cumulative counters cover exactly this run.
+	if (after_deflate.discard_failures)
+		sample.problems.push_back(
+			fmt::format("{} madvise calls failed", after_deflate.discard_failures));
+	if (after_deflate.rejected)
+		sample.problems.push_back(
+			fmt::format("the device rejected {} inputs", after_deflate.rejected));
+	const vbsim::SimOsCounters& os = guest.os().counters();
+	if (os.must_tell_host_violations.load())
+		sample.problems.push_back("a page was reused while the host still owned it");
+	if (os.bad_page_operations.load())
+		sample.problems.push_back("the guest saw bad page operations");
+	if (const std::string accounting = guest.check_accounting(); !accounting.empty())
+		sample.problems.push_back("guest accounting: " + accounting);
+	guest.remove();
+	return sample;
+}
+
+} // namespace vbbench
