@@ -211,6 +211,8 @@ QueueSetupError Transport::setup_queue(unsigned index, uint16_t size, const Queu
 		return refuse(QueueSetupError::kMisaligned);
 	case QueueAreaError::kOutsideRam:
 		return refuse(QueueSetupError::kOutsideRam);
+	case QueueAreaError::kOverlapping:
+		return refuse(QueueSetupError::kOverlapping);
 	}
 	QueueSlot& slot = *queues_[index];
 	slot.configured = true;

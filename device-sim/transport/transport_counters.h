@@ -22,6 +22,7 @@ enum class QueueSetupError : uint8_t {
 	kSizeTooLarge, // above the device's maximum for that queue
 	kMisaligned,   // an area below its required alignment
 	kOutsideRam,   // an area not fully inside guest RAM
+	kOverlapping,  // the used ring overlaps the descriptor table or the available ring
 	kCount
 };
 

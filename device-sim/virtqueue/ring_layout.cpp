@@ -28,6 +28,8 @@ std::string_view to_string(QueueAreaError error)
 		return "misaligned";
 	case QueueAreaError::kOutsideRam:
 		return "outside-ram";
+	case QueueAreaError::kOverlapping:
+		return "overlapping";
 	}
 	return "unknown";
 }
@@ -46,6 +48,16 @@ QueueAreaError check_queue_areas(const GuestMemory& memory, const QueueAreas& ar
 	    !memory.contains(areas.avail_gpa, vb_vring_avail_bytes(size)) ||
 	    !memory.contains(areas.used_gpa, vb_vring_used_bytes(size)))
 		return QueueAreaError::kOutsideRam;
+	// The device writes the used ring and reads the other two. Were they to overlap, the
+	// device's own used entries would become new available entries or descriptors, and a
+	// hostile driver could keep the device busy forever (found by fuzz_device_queue).
+	auto overlaps = [](uint64_t a, uint64_t a_len, uint64_t b, uint64_t b_len) {
+		return a < b + b_len && b < a + a_len;
+	};
+	const uint64_t used_len = vb_vring_used_bytes(size);
+	if (overlaps(areas.used_gpa, used_len, areas.avail_gpa, vb_vring_avail_bytes(size)) ||
+	    overlaps(areas.used_gpa, used_len, areas.desc_gpa, vb_vring_desc_bytes(size)))
+		return QueueAreaError::kOverlapping;
 	return QueueAreaError::kNone;
 }
 

@@ -73,6 +73,7 @@ enum class QueueAreaError : uint8_t {
 	kSizeInvalid, // zero, not a power of two, or above the split-ring maximum
 	kMisaligned,  // an area below the alignment virtio 1.x requires
 	kOutsideRam,  // an area (including the event-index fields) not fully inside RAM
+	kOverlapping, // the used ring overlaps what the device reads: its own writes would feed it
 };
 
 std::string_view to_string(QueueAreaError error);

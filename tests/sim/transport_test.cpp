@@ -198,6 +198,12 @@ TEST_F(TransportTest, QueueSetupIsValidated)
 	EXPECT_EQ(transport.setup_queue(0, 16, outside), QueueSetupError::kOutsideRam);
 	outside.avail_gpa = ~uint64_t{0} - 1; // wraps
 	EXPECT_EQ(transport.setup_queue(0, 16, outside), QueueSetupError::kOutsideRam);
+	QueueAreas used_on_avail = good;
+	used_on_avail.used_gpa = good.avail_gpa; // the device's writes would become its input
+	EXPECT_EQ(transport.setup_queue(0, 16, used_on_avail), QueueSetupError::kOverlapping);
+	QueueAreas used_on_desc = good;
+	used_on_desc.used_gpa = good.desc_gpa + 16;
+	EXPECT_EQ(transport.setup_queue(0, 16, used_on_desc), QueueSetupError::kOverlapping);
 	EXPECT_EQ(transport.setup_queue(0, 16, good), QueueSetupError::kNone);
 	guest.driver_ok();
 	EXPECT_EQ(transport.setup_queue(1, 16, contiguous_queue_areas(2ull << 20, 16)),
@@ -208,6 +214,7 @@ TEST_F(TransportTest, QueueSetupIsValidated)
 	EXPECT_EQ(counters.queue_setup_rejected(QueueSetupError::kSizeTooLarge), 1u);
 	EXPECT_EQ(counters.queue_setup_rejected(QueueSetupError::kMisaligned), 1u);
 	EXPECT_EQ(counters.queue_setup_rejected(QueueSetupError::kOutsideRam), 2u);
+	EXPECT_EQ(counters.queue_setup_rejected(QueueSetupError::kOverlapping), 2u);
 }
 
 TEST_F(TransportTest, ConfigReadsAreBoundedAndWritesFiltered)

@@ -12,6 +12,9 @@ namespace vb {
 // rather than wait behind an inflate that may itself be waiting for memory.
 template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_t new_pfn)
 {
+	// A page a 32-bit PFN cannot name could never be told to the host: stay where we are.
+	if (!run_fits_wire_pfns({new_pfn, 1}, traits_.page_shift))
+		return false;
 	if (!os_.try_lock())
 		return false;
 
