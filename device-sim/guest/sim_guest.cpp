@@ -17,8 +17,6 @@ constexpr uint64_t kPageBytes = GuestMemory::kPageBytes;
 // Nothing of the kernel area below 64 KiB is used, so guest-physical 0 never names a buffer.
 constexpr uint64_t kKernelAreaStart = 64 * 1024;
 constexpr uint16_t kIndirectTableEntries = 64;
-constexpr uint64_t kRingFeatures = VB_FEATURE(VB_F_VERSION_1) | VB_FEATURE(VB_F_RING_EVENT_IDX) |
-				   VB_FEATURE(VB_F_RING_INDIRECT_DESC);
 constexpr uint64_t kDeviceSpecificBits = (1ull << 24) - 1;
 
 uint64_t align_up(uint64_t value, uint64_t align)

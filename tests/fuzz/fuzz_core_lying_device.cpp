@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// fuzz_core_lying_device: the driver core (vb::Balloon) against a device that lies, on a
+// fuzz-driven OS (lying_os.h). The input is
+//   header   guest page size, memory size and place, traits, offered features, ring sizes
+//   u16 n    then n bytes of operations: host target changes (num_pages anywhere,
+//            0xffffffff included), adjust_towards_target, deflate_for_oom,
+//            handle_stats_request, migrate_page, allocation failures, memory pressure,
+//            queue-full refusals, lock contention, volatile config, release_all
+//   tape     the rest: what the device does each time the core waits (any buffer in
+//            flight, in any order, with any used length and bitmap, a token it never got,
+//            or nothing at all because it went away). An empty tape is an honest device.
+//
+// After every operation:
+//   - the OS model is quiescent: no message in flight, no page in limbo, the lock free,
+//     every page the device vouched for marked (lying_os.h checks each call as it happens:
+//     no free before the deflate ack, at most 256 PFNs per message, ...);
+//   - allocator.check_consistency() is empty, free + used + balloon == managed;
+//   - the core's balloon_pfns() == the balloon list == the allocator's balloon pages, and
+//     == pages_inflated - pages_deflated; `actual` matches; managed pages moved with them;
+//   - a step never overshoots a stable target.
+// At the end the device turns honest, the target drops to zero and release_all() runs:
+// every page must be back in the allocator.
+#include <memory>
+
+#include "fuzz_input.h"
+#include "lying_os.h"
+#include "vballoon/core/balloon.h"
+#include "vballoon/core/features.h"
+
+namespace
+{
+
+using vbfuzz::FuzzInput;
+using vbfuzz::LyingOs;
+using vbfuzz::LyingOsConfig;
+using Core = vb::Balloon<LyingOs>;
+
+static_assert(vb::BalloonOs<LyingOs>);
+
+constexpr size_t kMaxOps = 256;
+constexpr unsigned kPageShifts[] = {12, 13, 14, 16};
+
+class Harness
+{
+public:
+	Harness(FuzzInput& ops, FuzzInput& tape, const LyingOsConfig& config)
+	    : in_(ops), config_(config), os_(tape, config),
+	      pfns_per_page_(1u << (config.traits.page_shift - VB_PFN_SHIFT)),
+	      core_(std::make_unique<Core>(os_, config.features, config.traits))
+	{
+		os_.set_core(core_.get(), sizeof(Core));
+		os_.core_pfns = [this] { return core_->balloon_pfns(); };
+	}
+
+	void run()
+	{
+		if (!core_->prepare())
+			FUZZ_CHECK(os_.gone() || config_.queue_sizes[VB_QUEUE_STATS] == 0,
+				   "prepare() failed on a working statsq");
+		os_.started = true;
+		core_->start();
+		check("start");
+
+		for (size_t op = 0; op < kMaxOps && !in_.empty(); op++)
+			step();
+
+		// The device turns honest, the host wants everything back, the driver goes.
+		os_.set_honest();
+		os_.set_alloc_fail_mask(0);
+		os_.contended = false;
+		os_.num_pages = 0;
+		FUZZ_TRACE("drain (balloon %llu PFNs)\n", (unsigned long long)core_->balloon_pfns());
+		for (unsigned i = 0; i < 100000 && core_->adjust_towards_target() != vb::StepResult::kSettled; i++)
+			check("drain");
+		core_->release_all();
+		check("release_all");
+		FUZZ_CHECK(core_->balloon_pfns() == 0 && os_.list.pages() == 0,
+			   "after release_all the core holds %llu PFNs, the list %llu pages",
+			   (unsigned long long)core_->balloon_pfns(), (unsigned long long)os_.list.pages());
+		for (uint64_t pfn : harness_pages_)
+			os_.harness_free(pfn);
+		harness_pages_.clear();
+		const vbsim::BuddyAllocator::Counts counts = os_.allocator.counts();
+		FUZZ_CHECK(counts.free == counts.managed, "%llu of %llu pages free after release_all",
+			   (unsigned long long)counts.free, (unsigned long long)counts.managed);
+		FUZZ_CHECK(os_.managed_delta == 0, "managed pages off by %lld after release_all",
+			   (long long)os_.managed_delta);
+	}
+
+private:
+	uint32_t pick_target()
+	{
+		const uint64_t all = config_.pages * pfns_per_page_;
+		switch (in_.u8() % 8) {
+		case 0:
+			return 0;
+		case 1:
+			return UINT32_MAX;
+		case 2:
+			return static_cast<uint32_t>(all);
+		case 3:
+			return static_cast<uint32_t>(all + in_.u8());
+		case 4:
+			return static_cast<uint32_t>(all - in_.below(static_cast<uint32_t>(all)));
+		case 5:
+			return in_.u32();
+		default:
+			return in_.u16() % (static_cast<uint32_t>(all) + 1);
+		}
+	}
+
+	uint64_t expected_target() const
+	{
+		const uint64_t wanted = os_.num_pages;
+		return (wanted + pfns_per_page_ - 1) / pfns_per_page_ * pfns_per_page_;
+	}
+
+	void adjust(const char* what)
+	{
+		const uint64_t target = expected_target();
+		const uint64_t before = core_->balloon_pfns();
+		const vb::StepResult result = core_->adjust_towards_target();
+		check(what);
+		if (volatile_)
+			return;
+		const uint64_t after = core_->balloon_pfns();
+		FUZZ_CHECK(before > target || after <= target,
+			   "inflate overshot: %llu -> %llu PFNs, target %llu",
+			   (unsigned long long)before, (unsigned long long)after, (unsigned long long)target);
+		FUZZ_CHECK(before < target || after >= target,
+			   "deflate overshot: %llu -> %llu PFNs, target %llu",
+			   (unsigned long long)before, (unsigned long long)after, (unsigned long long)target);
+		// Settled: there already, or a deflate got there (an inflate that got there says so
+		// on the next call).
+		FUZZ_CHECK((result == vb::StepResult::kSettled) ==
+				   (before == target || (before > target && after == target)),
+			   "step %llu -> %llu PFNs towards %llu returned %d", (unsigned long long)before,
+			   (unsigned long long)after, (unsigned long long)target, static_cast<int>(result));
+	}
+
+	void migrate()
+	{
+		const uint64_t pages = os_.list.pages();
+		if (!pages)
+			return;
+		// Compaction picks some ballooned page...
+		uint64_t index = in_.u16() % pages;
+		uint64_t old_pfn = 0;
+		for (const vb::PageRun& run : os_.list.all_runs()) {
+			if (index < run.count) {
+				old_pfn = run.first_pfn + index;
+				break;
+			}
+			index -= run.count;
+		}
+		// ...and moves it to a free page wherever the allocator has one.
+		uint64_t new_pfn;
+		if (!os_.harness_alloc(0, &new_pfn))
+			return;
+		// Reported bug "migrate-wire": a new page beyond 32-bit wire PFNs is sent truncated.
+		if (vbfuzz::avoid("migrate-wire") &&
+		    !vb::run_fits_wire_pfns({new_pfn, 1}, config_.traits.page_shift)) {
+			os_.harness_free(new_pfn);
+			return;
+		}
+		const uint64_t before = core_->balloon_pfns();
+		if (core_->migrate_page(old_pfn, new_pfn)) {
+			os_.take_back_migrated(old_pfn);
+			os_.harness_free(old_pfn);
+		} else {
+			FUZZ_CHECK(os_.model(old_pfn, "not migrated").holder == vbfuzz::Holder::kBalloon,
+				   "a refused migration moved the old page");
+			os_.harness_free(new_pfn);
+		}
+		check("migrate_page");
+		FUZZ_CHECK(core_->balloon_pfns() == before, "migration changed the balloon size");
+	}
+
+	void pressure()
+	{
+		const uint8_t how = in_.u8();
+		if ((how & 3) == 3) {
+			// A checkerboard: every free page taken, one in `stride` given back, so free
+			// memory is single pages that never merge.
+			const unsigned stride = in_.u8() % 3 + 2;
+			std::vector<uint64_t> taken;
+			uint64_t pfn;
+			while (os_.harness_alloc(0, &pfn))
+				taken.push_back(pfn);
+			for (uint64_t page : taken) {
+				if (page % stride == 0)
+					os_.harness_free(page);
+				else
+					harness_pages_.push_back(page);
+			}
+		} else if ((how & 3) == 2 && !harness_pages_.empty()) {
+			// Give some back, from anywhere in the list: fragments free memory.
+			unsigned count = in_.u8() % 16 + 1;
+			for (unsigned i = 0; i < count && !harness_pages_.empty(); i++) {
+				size_t pick = in_.u16() % harness_pages_.size();
+				os_.harness_free(harness_pages_[pick]);
+				harness_pages_[pick] = harness_pages_.back();
+				harness_pages_.pop_back();
+			}
+		} else {
+			unsigned order = in_.u8() % (vbsim::BuddyAllocator::kMaxOrder + 1);
+			unsigned count = in_.u8() % 8 + 1;
+			for (unsigned i = 0; i < count; i++) {
+				uint64_t pfn;
+				if (!os_.harness_alloc(order, &pfn))
+					break;
+				for (uint64_t p = 0; p < (uint64_t{1} << order); p++)
+					harness_pages_.push_back(pfn + p);
+			}
+		}
+		check("memory pressure");
+	}
+
+	void step()
+	{
+		static const char* const kNames[] = {"target", "target", "adjust", "adjust*n", "oom",
+						     "stats", "migrate", "alloc-failures", "device-mood",
+						     "pressure", "max-order", "release_all"};
+		os_.begin_op();
+		const unsigned op = in_.u8() % 12;
+		FUZZ_TRACE("op %s (balloon %llu PFNs, target %u)\n", kNames[op],
+			   (unsigned long long)core_->balloon_pfns(), os_.num_pages);
+		switch (op) {
+		case 0:
+		case 1:
+			os_.num_pages = pick_target();
+			break;
+		case 2:
+			adjust("adjust_towards_target");
+			break;
+		case 3: {
+			unsigned steps = in_.u8() % 16 + 1;
+			for (unsigned i = 0; i < steps; i++)
+				adjust("adjust_towards_target (repeated)");
+			break;
+		}
+		case 4: {
+			const uint64_t before = core_->balloon_pfns();
+			const uint64_t freed = core_->deflate_for_oom();
+			check("deflate_for_oom");
+			FUZZ_CHECK(freed * pfns_per_page_ == before - core_->balloon_pfns(),
+				   "OOM deflate says %llu pages, the balloon shrank by %llu PFNs",
+				   (unsigned long long)freed,
+				   (unsigned long long)(before - core_->balloon_pfns()));
+			FUZZ_CHECK(freed * pfns_per_page_ <= Core::kOomDeflatePfns &&
+					   (freed == 0 || os_.has_feature(VB_F_DEFLATE_ON_OOM)),
+				   "OOM deflate freed %llu pages", (unsigned long long)freed);
+			break;
+		}
+		case 5:
+			core_->handle_stats_request();
+			check("handle_stats_request");
+			break;
+		case 6:
+			migrate();
+			break;
+		case 7: {
+			uint8_t how = in_.u8();
+			os_.set_alloc_fail_mask(how & 1 ? in_.u64() : how & 2 ? ~uint64_t{0} : 0);
+			break;
+		}
+		case 8: {
+			uint8_t how = in_.u8();
+			os_.set_refusals(how & 1);
+			os_.contended = how & 2;
+			volatile_ = how & 4;
+			os_.set_volatile_config(volatile_);
+			break;
+		}
+		case 9:
+			pressure();
+			break;
+		case 10:
+			core_->set_max_chunk_order(in_.u8() % 12);
+			break;
+		default:
+			core_->release_all();
+			check("release_all");
+			break;
+		}
+		check("operation");
+	}
+
+	void check(const char* what)
+	{
+		os_.check_quiescent();
+		const std::string problems = os_.allocator.check_consistency();
+		FUZZ_CHECK(problems.empty(), "after %s the allocator is inconsistent:\n%s", what,
+			   problems.c_str());
+		const vbsim::BuddyAllocator::Counts counts = os_.allocator.counts();
+		const uint64_t pfns = core_->balloon_pfns();
+		FUZZ_CHECK(pfns == os_.list.pages() * pfns_per_page_ &&
+				   counts.balloon == os_.list.pages(),
+			   "after %s: core %llu PFNs, list %llu pages, allocator %llu balloon pages", what,
+			   (unsigned long long)pfns, (unsigned long long)os_.list.pages(),
+			   (unsigned long long)counts.balloon);
+		const vb::BalloonCounters& counters = core_->counters();
+		FUZZ_CHECK(counters.pages_inflated.get() - counters.pages_deflated.get() == pfns,
+			   "after %s: inflated %llu - deflated %llu != %llu in the balloon", what,
+			   (unsigned long long)counters.pages_inflated.get(),
+			   (unsigned long long)counters.pages_deflated.get(), (unsigned long long)pfns);
+		FUZZ_CHECK(os_.actual == static_cast<uint32_t>(pfns), "after %s: actual %u, balloon %llu",
+			   what, os_.actual, (unsigned long long)pfns);
+		if (!os_.has_feature(VB_F_DEFLATE_ON_OOM))
+			FUZZ_CHECK(os_.managed_delta == -static_cast<int64_t>(os_.list.pages()),
+				   "after %s: managed pages moved by %lld, balloon holds %llu pages", what,
+				   (long long)os_.managed_delta, (unsigned long long)os_.list.pages());
+	}
+
+	FuzzInput& in_;
+	const LyingOsConfig config_;
+	LyingOs os_;
+	const uint32_t pfns_per_page_;
+	std::unique_ptr<Core> core_;
+	std::vector<uint64_t> harness_pages_;
+	bool volatile_ = false;
+};
+
+LyingOsConfig read_config(FuzzInput& in)
+{
+	LyingOsConfig config;
+	config.traits.page_shift = kPageShifts[in.u8() % 4];
+	config.pages = 16 + in.u16() % 4096;
+	// Where guest memory sits: low, anywhere, or across the 16 TiB a 32-bit PFN reaches.
+	const uint64_t wire_limit = (VB_PFN_MAX + 1) >> (config.traits.page_shift - VB_PFN_SHIFT);
+	switch (in.u8() % 4) {
+	case 0:
+		config.first_pfn = 0;
+		break;
+	case 1:
+		config.first_pfn = in.u16();
+		break;
+	case 2:
+		config.first_pfn = wire_limit - config.pages / 2 - in.u8();
+		break;
+	default:
+		config.first_pfn = in.u32() % (wire_limit + 4096);
+		break;
+	}
+	const uint8_t traits = in.u8();
+	config.traits.freed_pages_need_pattern = traits & 1;
+	config.traits.initialise_before_inflate = traits & 2;
+	config.traits.free_page_pattern = traits & 4 ? 0xaaaaaaaau : 0;
+	config.traits.max_alloc_order = in.u8() % (vbsim::BuddyAllocator::kMaxOrder + 1);
+	// What the device offers; the driver takes what it can use, as a real one would.
+	config.features = vb::accept_features(in.u64(), config.traits);
+	for (uint32_t& size : config.queue_sizes)
+		size = 1u << (in.u8() % 11);
+	// Reported bug "chunk-ring": chunks per message follow the inflate ring only.
+	if (vbfuzz::avoid("chunk-ring") && config.queue_sizes[VB_QUEUE_DEFLATE] < config.queue_sizes[VB_QUEUE_INFLATE])
+		config.queue_sizes[VB_QUEUE_DEFLATE] = config.queue_sizes[VB_QUEUE_INFLATE];
+	config.indirect = in.boolean();
+	// Reported bug "ring-1": an inflate ring of one descriptor cannot carry a bitmap.
+	if (vbfuzz::avoid("ring-1") && config.queue_sizes[VB_QUEUE_INFLATE] == 1)
+		config.queue_sizes[VB_QUEUE_INFLATE] = 2;
+	config.stats_present_mask = in.u16();
+	FUZZ_TRACE("config: %u-byte pages, %llu pages at %#llx, traits need-pattern %d init-before %d "
+		   "pattern %#x max-order %u, features %#llx, rings %u/%u/%u, indirect %d, stats %#x\n",
+		   1u << config.traits.page_shift, (unsigned long long)config.pages,
+		   (unsigned long long)config.first_pfn, config.traits.freed_pages_need_pattern,
+		   config.traits.initialise_before_inflate, config.traits.free_page_pattern,
+		   config.traits.max_alloc_order, (unsigned long long)config.features,
+		   config.queue_sizes[0], config.queue_sizes[1], config.queue_sizes[2], config.indirect,
+		   config.stats_present_mask);
+	return config;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
+{
+	FuzzInput in(data, size);
+	const LyingOsConfig config = read_config(in);
+	// The operations, then the device's tape: mutating one leaves the other in step.
+	FuzzInput ops = in.split(in.u16());
+	Harness harness(ops, in, config);
+	harness.run();
+	return 0;
+}
