@@ -41,9 +41,10 @@ for target in $targets; do
 			echo "fuzz: $target: regression $name skipped (VB_FUZZ_AVOID)"
 			continue
 		fi
-		if ! "$bin/$target" -timeout=25 "$input" >"$artifacts/$target-regression.log" 2>&1; then
+		replay="$artifacts/$target-regression.log"
+		if ! "$bin/$target" -timeout=25 "$input" >"$replay" 2>&1; then
 			echo "fuzz: $target: FAILED on regression $name" >&2
-			grep -E "FUZZ_CHECK|^  [^ ]|ERROR|SUMMARY" "$artifacts/$target-regression.log" | head -4 >&2
+			grep -E "FUZZ_CHECK|^  [^ ]|ERROR|SUMMARY" "$replay" | head -4 >&2
 			failed=1
 		fi
 	done

@@ -15,15 +15,15 @@
 #include <cstdlib>
 #include <cstring>
 
-#define FUZZ_CHECK(cond, ...)                                                                    \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			std::fprintf(stderr, "\nFUZZ_CHECK failed at %s:%d: %s\n  ", __FILE__,  \
-				     __LINE__, #cond);                                           \
-			std::fprintf(stderr, __VA_ARGS__);                                       \
-			std::fprintf(stderr, "\n");                                              \
-			std::abort();                                                            \
-		}                                                                                \
+#define FUZZ_CHECK(cond, ...)                                                                      \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			std::fprintf(stderr, "\nFUZZ_CHECK failed at %s:%d: %s\n  ", __FILE__,     \
+				     __LINE__, #cond);                                             \
+			std::fprintf(stderr, __VA_ARGS__);                                         \
+			std::fprintf(stderr, "\n");                                                \
+			std::abort();                                                              \
+		}                                                                                  \
 	} while (0)
 
 namespace vbfuzz
@@ -36,10 +36,10 @@ inline bool tracing()
 	return on;
 }
 
-#define FUZZ_TRACE(...)                                                                          \
-	do {                                                                                     \
-		if (vbfuzz::tracing())                                                           \
-			std::fprintf(stderr, __VA_ARGS__);                                       \
+#define FUZZ_TRACE(...)                                                                            \
+	do {                                                                                       \
+		if (vbfuzz::tracing())                                                             \
+			std::fprintf(stderr, __VA_ARGS__);                                         \
 	} while (0)
 
 // VB_FUZZ_AVOID=id,id...: steer the input decoding away from known, reported bugs (ids are
