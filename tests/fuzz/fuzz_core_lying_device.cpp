@@ -87,6 +87,11 @@ public:
 			check("drain");
 		core_->release_all();
 		check("release_all");
+		// Remove: the OS resets the device, and whatever the host did not acknowledge
+		// giving back comes back now.
+		os_.reset_device();
+		core_->release_after_reset();
+		check("release_after_reset");
 		FUZZ_CHECK(core_->balloon_pfns() == 0 && os_.list.pages() == 0,
 			   "after release_all the core holds %llu PFNs, the list %llu pages",
 			   (unsigned long long)core_->balloon_pfns(),
@@ -303,6 +308,12 @@ private:
 		default:
 			core_->release_all();
 			check("release_all");
+			if (os_.gone()) {
+				// A device that went away is reset before the driver rebinds.
+				os_.reset_device();
+				core_->release_after_reset();
+				check("release_after_reset");
+			}
 			break;
 		}
 		check("operation");
@@ -379,14 +390,7 @@ LyingOsConfig read_config(FuzzInput& in)
 	config.features = vb::accept_features(in.u64(), config.traits);
 	for (uint32_t& size : config.queue_sizes)
 		size = 1u << (in.u8() % 11);
-	// Reported bug "chunk-ring": chunks per message follow the inflate ring only.
-	if (vbfuzz::avoid("chunk-ring") &&
-	    config.queue_sizes[VB_QUEUE_DEFLATE] < config.queue_sizes[VB_QUEUE_INFLATE])
-		config.queue_sizes[VB_QUEUE_DEFLATE] = config.queue_sizes[VB_QUEUE_INFLATE];
 	config.indirect = in.boolean();
-	// Reported bug "ring-1": an inflate ring of one descriptor cannot carry a bitmap.
-	if (vbfuzz::avoid("ring-1") && config.queue_sizes[VB_QUEUE_INFLATE] == 1)
-		config.queue_sizes[VB_QUEUE_INFLATE] = 2;
 	config.stats_present_mask = in.u16();
 	FUZZ_TRACE(
 		"config: %u-byte pages, %llu pages at %#llx, traits need-pattern %d init-before %d "

@@ -161,13 +161,21 @@ public:
 	{
 		FUZZ_CHECK(lock_held_, "balloon list insert without the lock");
 		check_run(run, "inserted");
-		FUZZ_CHECK(run.flags == 0, "pages enter the balloon with flags %#x", run.flags);
+		const bool flagged = run.flags & vb::kPageRunDeviceInitialised;
+		FUZZ_CHECK((run.flags & ~vb::kPageRunDeviceInitialised) == 0,
+			   "pages enter the balloon with flags %#x", run.flags);
 		for (uint64_t i = 0; i < run.count; i++) {
 			PageModel& page = model(run.first_pfn + i, "inserted");
-			FUZZ_CHECK(page.holder == Holder::kCore,
-				   "page %#llx inserted into the balloon, holder %d",
-				   (unsigned long long)(run.first_pfn + i),
-				   static_cast<int>(page.holder));
+			// New pages the host acknowledged (or lost with the device), or pages a
+			// deflate took that the host did not acknowledge giving back: those keep
+			// their device-initialised flag.
+			FUZZ_CHECK((page.holder == Holder::kCore && !flagged) ||
+					   (page.holder == Holder::kLeaving &&
+					    page.initialised == flagged),
+				   "page %#llx inserted into the balloon with flags %#x, holder %d, "
+				   "initialised %d",
+				   (unsigned long long)(run.first_pfn + i), run.flags,
+				   static_cast<int>(page.holder), page.initialised);
 			page.holder = Holder::kBalloon;
 		}
 		FUZZ_CHECK(allocator.move_to_balloon(run.first_pfn, run.count),
@@ -303,6 +311,9 @@ public:
 		unsigned used = 0;
 		for (const QueueBuffer& held : q)
 			used += held.descriptors;
+		FUZZ_CHECK(n_out + n_in <= config_.queue_sizes[index(queue)],
+			   "a chain of %u descriptors on queue %d of %u", n_out + n_in, index(queue),
+			   config_.queue_sizes[index(queue)]);
 		const bool refused =
 			gone_ || used + buffer.descriptors > config_.queue_sizes[index(queue)] ||
 			(!q.empty() && refusals_ && !honest_ && (tape_.u8() & 3) == 0);
@@ -318,15 +329,21 @@ public:
 			for (uint64_t pfn : buffer.pages) {
 				PageModel& page = model(pfn, "sent");
 				if (queue == vb::QueueKind::kInflate) {
-					FUZZ_CHECK(page.holder == Holder::kBalloon &&
-							   (page.host == HostView::kNone),
+					// A page the core allocated, or compaction's
+					// target for a migration.
+					FUZZ_CHECK((page.holder == Holder::kCore ||
+						    page.holder == Holder::kHarness) &&
+							   page.host == HostView::kNone,
 						   "inflate of page %#llx: holder %d, host view %d",
 						   (unsigned long long)pfn,
 						   static_cast<int>(page.holder),
 						   static_cast<int>(page.host));
 					page.host = HostView::kInflateSent;
 				} else {
-					FUZZ_CHECK(page.holder == Holder::kLeaving &&
+					// Taken off the list, or a migration's old page
+					// (still on it until the move is acknowledged).
+					FUZZ_CHECK((page.holder == Holder::kLeaving ||
+						    page.holder == Holder::kBalloon) &&
 							   (page.host == HostView::kHostOwned ||
 							    page.host == HostView::kNone),
 						   "deflate of page %#llx: holder %d, host view %d",
@@ -429,7 +446,9 @@ public:
 	void config_write32(uint32_t offset, uint32_t value)
 	{
 		if (offset == VB_CONFIG_ACTUAL_OFFSET) {
-			FUZZ_CHECK(!lock_held_, "actual written under the balloon lock");
+			// Under the lock, from the count it protects: no path can write an older
+			// count after a newer one.
+			FUZZ_CHECK(lock_held_, "actual written without the balloon lock");
 			FUZZ_CHECK(!core_pfns || value == static_cast<uint32_t>(core_pfns()),
 				   "actual %u, the core holds %llu", value,
 				   (unsigned long long)core_pfns());
@@ -588,6 +607,23 @@ public:
 	// Called from inside alloc_pages_no_pressure() where reentry_mask says so.
 	std::function<void(uint64_t call)> reenter;
 
+	// A reset of the device (or its surprise removal): the host holds nothing any more.
+	void go_away()
+	{
+		gone_ = true;
+		for (auto& q : queues_)
+			q.clear();
+		for (PageModel& page : pages_)
+			page.host = HostView::kNone;
+	}
+
+	// The OS resets the device (before release_after_reset()): its config is zero again.
+	void reset_device()
+	{
+		go_away();
+		actual = 0;
+	}
+
 private:
 	static constexpr unsigned kLiesPerOp = 64;
 
@@ -654,9 +690,7 @@ private:
 		if (has_feature(VB_F_X_CHUNKED)) {
 			units = n_out;
 			FUZZ_CHECK(n_out >= 1 && n_out <= 32 &&
-					   n_out + n_in <=
-						   std::max<uint32_t>(
-							   config_.queue_sizes[index(queue)], 2),
+					   n_out + n_in <= config_.queue_sizes[index(queue)],
 				   "chunked message of %u chunks on a ring of %u", n_out,
 				   config_.queue_sizes[index(queue)]);
 			for (unsigned i = 0; i < n_out; i++) {
@@ -801,15 +835,6 @@ private:
 		return candidates[tape_.u8() % candidates.size()];
 	}
 
-	void go_away()
-	{
-		gone_ = true;
-		for (auto& q : queues_)
-			q.clear();
-		// A reset: the host holds nothing any more.
-		for (PageModel& page : pages_)
-			page.host = HostView::kNone;
-	}
 
 	// Every token the core ever added (for stale-token lies).
 	void remember_token(void* token, bool stats)
