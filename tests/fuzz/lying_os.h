@@ -722,6 +722,8 @@ private:
 			FUZZ_CHECK(units % pfns_per_page_ == 0, "%u PFNs split a %u-PFN guest page",
 				   units, pfns_per_page_);
 			const auto* wire = reinterpret_cast<const uint32_t*>(out[0].phys_addr);
+			buffer.pages.reserve(units / pfns_per_page_);
+			buffer.units.reserve(units);
 			for (uint32_t i = 0; i < units; i += pfns_per_page_) {
 				FUZZ_CHECK(wire[i] % pfns_per_page_ == 0,
 					   "wire PFN %#x is not a page start", wire[i]);
