@@ -11,7 +11,8 @@
  *   statsq callback -> stats work -> handle_stats_request()
  *   OOM notifier    -> deflate_for_oom()
  *   compaction      -> migrate_page()
- *   remove, freeze  -> work stopped, release_all(), reset, queues deleted
+ *   remove, freeze  -> work stopped, release_all(), reset, release_after_reset(),
+ *                      queues deleted
  *   restore         -> queues, prepare(), start(); work again only once all succeeded
  *
  * Kernel features relied on: CONFIG_VIRTIO (a VERSION_1 transport), CONFIG_MEMORY_BALLOON
@@ -234,14 +235,17 @@ static void vballoon_start_work(struct vballoon_dev *vb)
 }
 
 /*
- * Every page back to the guest. The core stops when the balloon list is empty, but pages
- * that compaction has isolated are off the list until they migrate or come back; the
+ * After the reset: every page still ballooned (the host did not acknowledge its deflate,
+ * or compaction had it isolated) goes back to the guest. The queues are broken first, so a
+ * compaction callback that still tries to tell the host fails at once instead of waiting
+ * for a device that no longer answers, and compaction puts its page back on the list; the
  * balloon is empty only when the core says so.
  */
-static void vballoon_release_all(struct vballoon_dev *vb)
+static void vballoon_release_after_reset(struct vballoon_dev *vb)
 {
+	virtio_break_device(vb->vdev);
 	for (;;) {
-		vballoon_core_release_all(vb->core);
+		vballoon_core_release_after_reset(vb->core);
 		if (!vballoon_core_balloon_pfns(vb->core))
 			break;
 		msleep(20);
@@ -442,8 +446,8 @@ out_free_vb:
 
 /*
  * Remove and freeze: nothing may start a balloon operation any more (work, OOM notifier),
- * every page goes back to the guest while the device still listens, then the device is
- * reset and its queues deleted. A device whose restore failed has no queues left and an
+ * every page the host acknowledges goes back while the device still listens, then the
+ * device is reset, the rest comes back without a message, and the queues are deleted. A device whose restore failed has no queues left and an
  * empty balloon: only the reset remains to do.
  */
 static void vballoon_shut_down_device(struct vballoon_dev *vb)
@@ -451,10 +455,12 @@ static void vballoon_shut_down_device(struct vballoon_dev *vb)
 	vballoon_unregister_oom(vb);
 	vballoon_stop_work(vb);
 	if (vb->vqs[VB_QUEUE_INFLATE])
-		vballoon_release_all(vb);
+		vballoon_core_release_all(vb->core);
 	virtio_reset_device(vb->vdev);
-	if (vb->vqs[VB_QUEUE_INFLATE])
+	if (vb->vqs[VB_QUEUE_INFLATE]) {
+		vballoon_release_after_reset(vb);
 		vballoon_del_vqs(vb);
+	}
 }
 
 static void vballoon_remove(struct virtio_device *vdev)
