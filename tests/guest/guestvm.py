@@ -367,6 +367,22 @@ class GuestVM:
         """Run a script that must succeed; returns its output."""
         return self.run(script, timeout=timeout, check=True).output
 
+    def resync(self, attempts: int = 6, timeout: float = 10.0) -> None:
+        """After a resume from suspend the guest's UART may drop the first bytes it gets, so a
+        command can be lost: nudge the channel with a newline and a ping until one answers."""
+        for _ in range(attempts):
+            self.broken = False
+            self._cmd_buf = b""
+            self._cmd.sendall(b"\n")
+            try:
+                if self.run("echo resync", timeout=timeout).output.strip() == "resync":
+                    return
+            except GuestError:
+                pass
+        self.broken = True
+        raise GuestError(f"[{self.name}] the command channel did not answer after "
+                         f"{attempts} tries.\nconsole tail:\n{self.console_tail()}")
+
     def wait_rebooted(self, timeout: float = 90.0) -> None:
         """After a machine reset: wait until the new kernel's /init is up on the command
         channel (the chardev sockets stay connected across the reset)."""
