@@ -58,6 +58,8 @@ struct vballoon_dev {
 	struct notifier_block oom_nb;
 	bool oom_registered;
 	struct dentry *debugfs_dir;
+	/* Fault injection for tests (debugfs "fail_next_restore"): see vballoon_restore(). */
+	bool fail_next_restore;
 };
 
 /* Module parameter: messages above this vb_os_vlog() level are dropped. */

@@ -424,6 +424,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 
 	vb->debugfs_dir = debugfs_create_dir(dev_name(&vdev->dev), vballoon_debugfs_root);
 	debugfs_create_file("counters", 0444, vb->debugfs_dir, vb, &vballoon_counters_fops);
+	debugfs_create_bool("fail_next_restore", 0600, vb->debugfs_dir, &vb->fail_next_restore);
 
 	virtio_device_ready(vdev);
 	vballoon_core_start(vb->core);
@@ -497,6 +498,16 @@ static int vballoon_restore(struct virtio_device *vdev)
 	if (err)
 		return err;
 	if (!vballoon_core_prepare(vb->core)) {
+		err = -EIO;
+		goto out_reset;
+	}
+	/*
+	 * Injected failure, for the guest suite: the latest point a restore can fail, with the
+	 * queues up and the stats buffer given to the device.
+	 */
+	if (vb->fail_next_restore) {
+		vb->fail_next_restore = false;
+		dev_info(&vdev->dev, "restore fails as asked (debugfs fail_next_restore)\n");
 		err = -EIO;
 		goto out_reset;
 	}

@@ -311,17 +311,36 @@ def _wait_run_state(q, want: str, timeout: float) -> None:
         time.sleep(0.1)  # poll interval, bounded by the deadline above
 
 
+def _s3_guest(driver, name: str) -> GuestVM:
+    """A guest booted from the bzImage, where S3 resumes (see the module docstring)."""
+    bzimage = os.path.join(guest_image.unpack_kernel(driver.image.kver, guest_image.work_dir()),
+                           "boot", f"vmlinuz-{driver.image.kver}")
+    img = dataclasses.replace(driver.image, vmlinux=bzimage)
+    vm = GuestVM(img, name=f"{driver.label}-{name}", ram_mib=GUEST_RAM_MIB,
+                 append="no_console_suspend")
+    return vm.start()
+
+
+def _suspend_and_wake(vm: GuestVM, since: int) -> None:
+    q = vm.qmp
+    assert "deep" in vm.sh("cat /sys/power/mem_sleep"), "the guest offers no S3"
+    # Waking goes through a machine reset, which -no-reboot would turn into an exit.
+    q.execute("set-action", {"reboot": "reset"})
+    vm.sh("echo deep > /sys/power/mem_sleep; "
+          "(sleep 1; echo mem > /sys/power/state) > /tmp/s3.out 2>&1 &")
+    _wait_run_state(q, "suspended", 60)
+    q.execute("system_wakeup")
+    _wait_run_state(q, "running", 30)
+    vm.resync()
+    assert "Waking up from system sleep state S3" in vm.console_text(since), vm.console_tail()
+
+
 def test_suspend_to_ram_while_inflated(driver):
     """S3 with half the guest in the balloon, then wake-up.  The driver's freeze gives every
     page back and resets the device, its restore brings the queues back and inflates to the
     host's target again; the guest then deflates and unloads the driver with every page back.
     """
-    bzimage = os.path.join(guest_image.unpack_kernel(driver.image.kver, guest_image.work_dir()),
-                           "boot", f"vmlinuz-{driver.image.kver}")
-    img = dataclasses.replace(driver.image, vmlinux=bzimage)
-    vm = GuestVM(img, name=f"{driver.label}-s3", ram_mib=GUEST_RAM_MIB,
-                 append="no_console_suspend")
-    vm.start()
+    vm = _s3_guest(driver, "s3")
     try:
         q = vm.qmp
         ram = vm.ram_bytes
@@ -329,25 +348,57 @@ def test_suspend_to_ram_while_inflated(driver):
         vm.load_driver(driver.drv)
         total0 = vm.meminfo()["MemTotal"]
         balloon_to(vm, ram // 2)
-        assert "deep" in vm.sh("cat /sys/power/mem_sleep"), "the guest offers no S3"
-
-        # Waking goes through a machine reset, which -no-reboot would turn into an exit.
-        q.execute("set-action", {"reboot": "reset"})
-        vm.sh("echo deep > /sys/power/mem_sleep; "
-              "(sleep 1; echo mem > /sys/power/state) > /tmp/s3.out 2>&1 &")
-        _wait_run_state(q, "suspended", 60)
-        q.execute("system_wakeup")
-        _wait_run_state(q, "running", 30)
-        vm.resync()
+        _suspend_and_wake(vm, console0)
         assert vm.sh("cat /sys/power/suspend_stats/success").strip() == "1", \
             vm.sh("cat /tmp/s3.out; cat /sys/power/suspend_stats/last_failed_step")
-        assert "Waking up from system sleep state S3" in vm.console_text(console0)
 
         # Restored: the driver follows the unchanged target again.
         q.wait_balloon(ram // 2, BALLOON_TIMEOUT_S)
         assert vm.meminfo()["MemTotal"] == total0 - (ram // 2) // KIB
         balloon_to(vm, ram)
         assert vm.meminfo()["MemTotal"] == total0
+        vm.unload_driver(driver.drv)
+        assert vm.meminfo()["MemTotal"] == total0
+        assert vm.sh("echo alive").strip() == "alive"
+        assert_kernel_quiet(vm, console0)
+    finally:
+        vm.stop()
+
+
+VIRTIO_CONFIG_S_FAILED = 0x80
+
+
+@pytest.mark.parametrize("driver", ["vballoon"], indirect=True)
+def test_failed_restore_leaves_nothing_that_inflates(driver):
+    """vballoon only (the fault is injected through its debugfs): a restore that fails with
+    the queues already up leaves the device failed, the balloon empty and no work behind: a
+    new target inflates nothing and warns nothing, and the driver still unloads cleanly."""
+    vm = _s3_guest(driver, "failed-restore")
+    try:
+        q = vm.qmp
+        ram = vm.ram_bytes
+        console0 = vm.console_bytes
+        vm.load_driver(driver.drv)
+        total0 = vm.meminfo()["MemTotal"]
+        balloon_to(vm, ram // 2)
+        dev = vm.balloon_device()
+        vm.sh(f"echo Y > /sys/kernel/debug/vballoon/{dev}/fail_next_restore")
+        _suspend_and_wake(vm, console0)
+        assert "restore fails as asked" in vm.console_text(console0)
+        status = int(vm.sh(f"cat /sys/bus/virtio/devices/{dev}/status").strip(), 16)
+        assert status & VIRTIO_CONFIG_S_FAILED, f"device status {status:#x}"
+        # Freeze gave every page back; nothing came back into the balloon.
+        assert vm.meminfo()["MemTotal"] == total0
+        inflated0 = debugfs_counters(vm)["pages_inflated"]
+        assert debugfs_counters(vm)["balloon_pfns"] == 0
+
+        # A new target: no work item may run against the missing queues.  Watch for 3 s.
+        q.balloon(ram - 256 * MIB)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            assert debugfs_counters(vm)["pages_inflated"] == inflated0
+            assert vm.meminfo()["MemTotal"] == total0
+            time.sleep(0.2)  # poll interval of a bounded watch
         vm.unload_driver(driver.drv)
         assert vm.meminfo()["MemTotal"] == total0
         assert vm.sh("echo alive").strip() == "alive"
