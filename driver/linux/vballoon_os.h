@@ -107,18 +107,25 @@ void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, v
 
 /* ---- Implemented in C++: the core, behind an opaque pointer ---------------------------- */
 
-/* The memory vballoon_core_init() needs (kmalloc's 8-byte alignment is enough). */
+/*
+ * The memory vballoon_core_init() needs (8-byte alignment is enough for both): the core
+ * object (at most 8 KiB, physically contiguous: kmalloc) and its page runs (read only by
+ * the CPU: kvmalloc will do).
+ */
 size_t vballoon_core_size(void);
+size_t vballoon_core_runs_size(void);
 
 /* What to accept of the device-specific feature bits (0-23) `offered`. */
 uint64_t vballoon_accept_features(uint64_t offered, const struct vballoon_guest_traits *traits);
 
 /*
  * Constructs the core in `mem` (vballoon_core_size() bytes of kmalloc memory: the core
- * holds the buffers the device reads, so virt_to_phys() must work on it). Returns NULL if
- * `mem` is too small or misaligned.
+ * holds the buffers the device reads, so virt_to_phys() must work on it), with its page runs
+ * in `runs_mem` (vballoon_core_runs_size() bytes, any kernel memory; both must outlive the
+ * core). Returns NULL if either is too small or misaligned.
  */
-struct vballoon_core *vballoon_core_init(void *mem, size_t size, struct vballoon_dev *dev,
+struct vballoon_core *vballoon_core_init(void *mem, size_t size, void *runs_mem,
+					 size_t runs_size, struct vballoon_dev *dev,
 					 uint64_t features,
 					 const struct vballoon_guest_traits *traits);
 void vballoon_core_destroy(struct vballoon_core *core);
@@ -130,6 +137,8 @@ uint64_t vballoon_core_deflate_for_oom(struct vballoon_core *core);
 void vballoon_core_handle_stats_request(struct vballoon_core *core);
 bool vballoon_core_migrate_page(struct vballoon_core *core, uint64_t old_pfn, uint64_t new_pfn);
 void vballoon_core_release_all(struct vballoon_core *core);
+/* After the device was reset: every page still ballooned goes back, without a message. */
+void vballoon_core_release_after_reset(struct vballoon_core *core);
 uint64_t vballoon_core_target_pfns(struct vballoon_core *core);
 uint64_t vballoon_core_balloon_pfns(const struct vballoon_core *core);
 void vballoon_core_set_max_chunk_order(struct vballoon_core *core, unsigned int order);

@@ -17,7 +17,7 @@ constexpr uint64_t kGuestPages = 16384; // 64 MiB
 struct Guest {
 	explicit Guest(uint64_t features, vb::GuestTraits traits = {},
 		       const std::function<void(FakeOs&)>& configure_device = [](FakeOs&) {})
-		: os(kFirstPfn, kGuestPages), balloon((configure_device(os), os), features, traits)
+		: os(kFirstPfn, kGuestPages), balloon((configure_device(os), os), features, traits, runs)
 	{
 		EXPECT_TRUE(balloon.prepare());
 		balloon.start();
@@ -39,6 +39,7 @@ struct Guest {
 	}
 
 	FakeOs os;
+	vb::Balloon<FakeOs>::StepRuns runs;
 	vb::Balloon<FakeOs> balloon;
 };
 
