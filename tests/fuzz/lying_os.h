@@ -231,6 +231,9 @@ public:
 		old_page.initialised = false;
 		new_page.holder = Holder::kBalloon;
 		new_page.initialised = false;
+		// The core does not record the device's promise for a migration target: the
+		// page was not on the list when its inflate was acknowledged.
+		new_page.vouched = false;
 	}
 
 	void balloon_list_mark_initialised(vb::PageRun run)
@@ -722,6 +725,8 @@ private:
 			FUZZ_CHECK(units % pfns_per_page_ == 0, "%u PFNs split a %u-PFN guest page",
 				   units, pfns_per_page_);
 			const auto* wire = reinterpret_cast<const uint32_t*>(out[0].phys_addr);
+			buffer.pages.reserve(units / pfns_per_page_);
+			buffer.units.reserve(units);
 			for (uint32_t i = 0; i < units; i += pfns_per_page_) {
 				FUZZ_CHECK(wire[i] % pfns_per_page_ == 0,
 					   "wire PFN %#x is not a page start", wire[i]);
