@@ -285,7 +285,10 @@ void verify(const MigrationMachine& machine, const DestinationImage& destination
 {
 	residency.snapshot();
 	std::vector<PageRange> in_use = machine.pages_in_use();
-	in_use.insert(in_use.end(), machine.always_dirty.begin(), machine.always_dirty.end());
+	// The kernel area changes whenever the guest's driver or the device runs; it can only
+	// be compared when the machine really stops them.
+	if (machine.pause_guest)
+		in_use.insert(in_use.end(), machine.always_dirty.begin(), machine.always_dirty.end());
 	const uint64_t ram_pages = machine.memory->size() / kPage;
 	const uint8_t* base = machine.memory->translate(0, machine.memory->size());
 	std::vector<uint8_t> checked(ram_pages, 0);
@@ -498,12 +501,14 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	}
 
 	memory.attach_dirty_log(nullptr);
-	if (hints)
-		machine.hints->finish_hinting(); // QEMU: DONE when migration completes
+	// The destination is compared while the guest still stands still, before DONE lets
+	// the guest reuse its hinted pages.
 	if (config.verify)
 		verify(machine, destination, residency, result);
 	else
 		result.verified = false;
+	if (hints)
+		machine.hints->finish_hinting(); // QEMU: DONE when migration completes
 	if (machine.workload)
 		machine.workload->set_clock({});
 	resume();
