@@ -82,14 +82,14 @@ private:
 class DirtyMarker
 {
 public:
-	explicit DirtyMarker(DirtyLog* log) : log_(log) {}
+	explicit DirtyMarker(DirtyLog* log) : log_(log), pages_(log != nullptr ? log->pages() : 0) {}
 	~DirtyMarker() { flush(); }
 	DirtyMarker(const DirtyMarker&) = delete;
 	DirtyMarker& operator=(const DirtyMarker&) = delete;
 
 	void mark(uint64_t page)
 	{
-		if (log_ == nullptr || page >= log_->pages())
+		if (page >= pages_) // also when there is no log
 			return;
 		const uint64_t word = page / DirtyLog::kPagesPerWord;
 		const uint64_t bit = uint64_t{1} << (page % DirtyLog::kPagesPerWord);
@@ -131,9 +131,10 @@ public:
 private:
 	static constexpr uint64_t kNoWord = ~uint64_t{0};
 	static constexpr unsigned kWindow = 64;
-	static constexpr unsigned kDirectStretch = 4096;
+	static constexpr unsigned kDirectStretch = 1 << 16;
 
 	DirtyLog* log_;
+	uint64_t pages_;
 	uint64_t word_ = kNoWord;
 	uint64_t mask_ = 0;
 	unsigned marks_ = 0;
