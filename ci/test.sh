@@ -4,9 +4,10 @@
 # Every test: installs what it needs, then
 #   1. the userspace build and its GoogleTest suites (ctest), plain
 #   2. the same suites under ASan + UBSan
-#   3. the requirements table checked against the test binaries
-#   4. the kernel module, built warning-free against Debian's 6.1 headers
-#   5. the QEMU guest suite, our module next to the in-tree driver
+#   3. the requirements table checked against the test binaries and the mutant map
+#   4. the mutants: each rule broken on purpose, its tests must fail (build-mutants/)
+#   5. the kernel module, built warning-free against Debian's 6.1 headers
+#   6. the QEMU guest suite, our module next to the in-tree driver
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -24,7 +25,10 @@ ci/build.sh sanitize
 ctest --test-dir build-sanitize --output-on-failure -j "$(nproc)"
 
 step "requirements traceability"
-/usr/bin/python3 spec/check_requirements.py --min-rows 92 spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
+/usr/bin/python3 spec/check_requirements.py --min-rows 92 --mutants spec/mutants.tsv spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
+
+step "mutants: every rule with tests broken on purpose, its tests must fail"
+ci/mutants.sh
 
 step "kernel module"
 driver/linux/build-module.sh

@@ -25,7 +25,8 @@ template <BalloonOs Os> uint64_t Balloon<Os>::deflate(uint64_t wanted_pfns)
 	// Tell the host first, then free the pages. With MUST_TELL_HOST the host owns them
 	// until it acknowledges the deflate, and even without it the spec wants the pages
 	// reported before use. tell_host() returns only once every message is acknowledged.
-	tell_host(QueueKind::kDeflate, deflate_runs_, run_count);
+	if (!VB_MUTANT(OP09_DEFLATE_WITHOUT_TELLING_HOST))
+		tell_host(QueueKind::kDeflate, deflate_runs_, run_count);
 	for (size_t i = 0; i < run_count; i++) {
 		if (!negotiated(VB_F_DEFLATE_ON_OOM))
 			os_.adjust_managed_pages(deflate_runs_[i], true);

@@ -29,7 +29,8 @@ template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_
 		os_.adjust_managed_pages(new_page, false);
 	}
 	tell_host(QueueKind::kInflate, &new_page, 1);
-	tell_host(QueueKind::kDeflate, &old_page, 1);
+	if (!VB_MUTANT(OP09_MIGRATION_OLD_PAGE_NOT_DEFLATED))
+		tell_host(QueueKind::kDeflate, &old_page, 1);
 	counters_.migrations.add(1);
 	os_.unlock();
 	return true;

@@ -44,6 +44,10 @@ template <BalloonOs Os> bool Balloon<Os>::tell_host(QueueKind queue, const PageR
 		}
 		if (added)
 			os_.queue_kick(queue);
+		if (queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATE_ACK_NOT_AWAITED))
+			break;
+		if (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED))
+			break;
 		if (!in_flight)
 			break;
 		if (!wait_for_ack(queue, &in_flight))
