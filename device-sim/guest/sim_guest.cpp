@@ -134,22 +134,13 @@ void SimGuest::remove()
 	stop_.signal();
 	if (worker_.joinable())
 		worker_.join();
-	// Like Linux's remove: give every page back while the device still listens, then reset.
+	// Like Linux's remove: give back every page the device acknowledges while it still
+	// listens, then reset it; whatever it did not acknowledge comes back after the reset.
 	if (transport_.status() & VB_STATUS_DRIVER_OK && !(transport_.status() & VB_STATUS_NEEDS_RESET))
 		core_->release_all();
 	os_->abort_waits();
 	transport_.set_status(0);
-	// Pages the device never acknowledged are still the guest's: take them back too.
-	vb::PageRun runs[64];
-	for (;;) {
-		os_->lock();
-		size_t count = os_->balloon_list_take(runs, 64, UINT64_MAX);
-		os_->unlock();
-		if (!count)
-			break;
-		for (size_t i = 0; i < count; i++)
-			os_->free_page_run(runs[i]);
-	}
+	core_->release_after_reset();
 	core_->~Core();
 	core_ = nullptr;
 }
