@@ -69,6 +69,9 @@ HostReply Balloon<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t ru
 			if ((queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)) ||
 			    (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED)))
 				for_each_part(runs, messages_[packed_slot].span, on_acknowledged);
+			if (queue == QueueKind::kInflate && VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING) &&
+			    traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE))
+				for_each_part(runs, messages_[packed_slot].span, [&](PageRun run) { os_.initialise_pages(run); });
 			packed_slot = -1;
 			added = true;
 			if (queue == QueueKind::kInflate)
