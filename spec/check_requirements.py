@@ -317,7 +317,8 @@ class Mutant:
 
 
 def parse_mutant_map(path):
-    """Return ([Mutant], errors) from a tab-separated map: name, row ID, what it breaks."""
+    """Return ([Mutant], errors) from a tab-separated map: name, row ID, what it breaks.
+    A name may appear on several rows (one breakage, several rules), once per row."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -338,10 +339,12 @@ def parse_mutant_map(path):
             errors.append("%s: malformed mutant name %r (want UPPER_CASE)" % (where, name))
         if not ID_RE.match(row):
             errors.append("%s: %s: malformed row ID %r" % (where, name, row))
-        if name in seen:
-            errors.append("%s: duplicate mutant %s (first at line %d)" % (where, name, seen[name]))
+        # One breakage may break two rules at once: the same name on another row is fine.
+        if (name, row) in seen:
+            errors.append("%s: duplicate mutant %s for %s (first at line %d)"
+                          % (where, name, row, seen[(name, row)]))
             continue
-        seen[name] = lineno
+        seen[(name, row)] = lineno
         mutants.append(Mutant(lineno, name, row, breaks))
     return mutants, errors
 
@@ -772,6 +775,9 @@ def self_test():
                extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\nG\tBAL-DEV-OP-01\tx\n",
                               "VB_MUTANT(G)"),
                want_msg="names no GoogleTest test")
+        expect("one mutant on two rows", mutated, 0,
+               extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\nONE_BROKEN\tBAL-DEV-OP-02\ty\n"),
+               want_out="mutants: 2, on 2 rows")
         expect("duplicate mutant", mutated, 1,
                extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\nONE_BROKEN\tBAL-DRV-OP-01\tx\n"),
                want_msg="duplicate mutant")

@@ -280,6 +280,19 @@ public:
 				   (unsigned long long)(run.first_pfn + i));
 	}
 
+	// This harness never lets the driver take FREE_PAGE_HINT (its traits leave
+	// runs_free_page_hinting off), so the core must never reach the hint list.
+	void hint_list_insert(vb::PageRun run)
+	{
+		FUZZ_CHECK(has_feature(VB_F_FREE_PAGE_HINT), "hint list insert of %#llx without FREE_PAGE_HINT",
+			   (unsigned long long)run.first_pfn);
+	}
+	size_t hint_list_take(vb::PageRun*, size_t, uint64_t)
+	{
+		FUZZ_CHECK(has_feature(VB_F_FREE_PAGE_HINT), "hint list take without FREE_PAGE_HINT");
+		return 0;
+	}
+
 	uint64_t phys_addr(const void* buffer)
 	{
 		uintptr_t address = reinterpret_cast<uintptr_t>(buffer);
