@@ -248,8 +248,28 @@ void BalloonDevice::activate(uint64_t negotiated_features)
 
 void BalloonDevice::queue_notified(unsigned index)
 {
-	if (const auto kind = kind_at(index, negotiated_))
-		drain_queue(index, *kind);
+	const auto kind = kind_at(index, negotiated_);
+	if (!kind)
+		return;
+	// A held free_page_vq is looked at only when released (which drains it).
+	if (*kind == VB_QUEUE_FREE_PAGE && hold_free_page_queue_.load())
+		return;
+	drain_queue(index, *kind);
+}
+
+void BalloonDevice::hold_free_page_queue()
+{
+	hold_free_page_queue_.store(true);
+}
+
+void BalloonDevice::release_free_page_queue()
+{
+	hold_free_page_queue_.store(false);
+	transport_.post([this] {
+		const int index = vb_queue_index(negotiated_, VB_QUEUE_FREE_PAGE);
+		if (transport_.live() && index >= 0 && transport_.queue(index))
+			drain_queue(static_cast<unsigned>(index), VB_QUEUE_FREE_PAGE);
+	});
 }
 
 void BalloonDevice::timer_expired()
