@@ -5,12 +5,13 @@
 #   1. the userspace build and its GoogleTest suites (ctest), plain
 #   2. the same suites under ASan + UBSan
 #   3. the same suites under ThreadSanitizer (device thread, guest worker, eventfds)
-#   4. the requirements table checked against the test binaries
-#   5. the libFuzzer targets: built (clang, ASan + UBSan), every regression replayed, each
+#   4. the requirements table checked against the test binaries and the mutant map
+#   5. the mutants: each rule broken on purpose, its tests must fail (build-mutants/)
+#   6. the libFuzzer targets: built (clang, ASan + UBSan), every regression replayed, each
 #      target run for 60 s (ci/fuzz.sh; tests/fuzz/README.md)
-#   6. the kernel module, built warning-free against Debian's 6.1 headers, and once more
+#   7. the kernel module, built warning-free against Debian's 6.1 headers, and once more
 #      against a copy of them without CONFIG_BALLOON_COMPACTION
-#   7. the QEMU guest suite, our module next to the in-tree driver
+#   8. the QEMU guest suite, our module next to the in-tree driver
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -36,7 +37,10 @@ ci/build.sh tsan
 setarch "$(uname -m)" -R ctest --test-dir build-tsan --output-on-failure -j "$(nproc)"
 
 step "requirements traceability"
-/usr/bin/python3 spec/check_requirements.py --min-rows 92 spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
+/usr/bin/python3 spec/check_requirements.py --min-rows 92 --mutants spec/mutants.tsv spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
+
+step "mutants: every rule with tests broken on purpose, its tests must fail"
+ci/mutants.sh
 
 step "fuzzers: regressions and 60 s per target"
 ci/fuzz.sh 60

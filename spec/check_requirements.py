@@ -5,6 +5,7 @@
 Usage:
   check_requirements.py [REQUIREMENTS.md] [GTEST_BINARY ...] [--min-rows N] [--no-test-check]
                         [--root DIR]
+  check_requirements.py [REQUIREMENTS.md] ... --mutants MUTANTS.tsv
   check_requirements.py [REQUIREMENTS.md] --summary
   check_requirements.py --self-test
 
@@ -26,6 +27,11 @@ Every markdown table whose header has an "ID" and a "Tests" column is a requirem
   - a coverage summary, when the file has one between the markers
     <!-- coverage-summary:begin --> and <!-- coverage-summary:end -->, matches what
     --summary prints for the tables (so the pasted counts cannot go stale).
+With --mutants (spec/mutants.tsv, the deliberate breakages ci/mutants.sh runs) it also checks
+that every mutant is well formed, unique and names a row with GoogleTest tests; that its
+VB_MUTANT(NAME) hook exists in the sources (driver/ and device-sim/ under --root) and every
+hook there is in the map; and that every MUST and MUST NOT row with tests either has a mutant
+or is explained as partial (a "- **ID**" bullet under a "Partial coverage" heading).
 It prints a summary and exits 1 on any error (2 on a usage error). --summary prints the
 coverage summary (markdown) to paste between the markers, and checks nothing else.
 """
@@ -51,6 +57,13 @@ SUMMARY_BEGIN = "<!-- coverage-summary:begin -->"
 SUMMARY_END = "<!-- coverage-summary:end -->"
 SIDES = ("driver", "device", "both")
 REQUIRED_COLUMNS = ["ID", "Side", "Level", "Rule", "Tests"]
+MUTANT_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+HOOK_RE = re.compile(r"\bVB_MUTANT\(\s*([A-Za-z0-9_]+)\s*\)")
+HOOK_DIRS = ("driver", "device-sim")
+HOOK_EXTENSIONS = (".h", ".c", ".cpp")
+HOOK_DEFINITION = "mutant.h"  # defines the macro; not a hook
+ROW_ID_RE = re.compile(r"BAL-(?:DRV|DEV|ALL)-[A-Z]+-\d{2}")
+MUTATED_LEVELS = ("MUST", "MUST NOT")
 
 
 class Row:
@@ -295,6 +308,120 @@ def coverage_summary(rows):
     return "\n".join(lines)
 
 
+class Mutant:
+    def __init__(self, line, name, row, breaks):
+        self.line = line
+        self.name = name
+        self.row = row
+        self.breaks = breaks
+
+
+def parse_mutant_map(path):
+    """Return ([Mutant], errors) from a tab-separated map: name, row ID, what it breaks.
+    A name may appear on several rows (one breakage, several rules), once per row."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        return [], ["%s: cannot read: %s" % (path, e.strerror)]
+    mutants, errors, seen = [], [], {}
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        cells = [c.strip() for c in line.split("\t")]
+        where = "%s:%d" % (path, lineno)
+        if len(cells) != 3 or not all(cells):
+            errors.append("%s: want three tab-separated cells (mutant, row, what it breaks)"
+                          % where)
+            continue
+        name, row, breaks = cells
+        if not MUTANT_NAME_RE.match(name):
+            errors.append("%s: malformed mutant name %r (want UPPER_CASE)" % (where, name))
+        if not ID_RE.match(row):
+            errors.append("%s: %s: malformed row ID %r" % (where, name, row))
+        # One breakage may break two rules at once: the same name on another row is fine.
+        if (name, row) in seen:
+            errors.append("%s: duplicate mutant %s for %s (first at line %d)"
+                          % (where, name, row, seen[(name, row)]))
+            continue
+        seen[(name, row)] = lineno
+        mutants.append(Mutant(lineno, name, row, breaks))
+    return mutants, errors
+
+
+def partial_rows(path):
+    """IDs in the "- **ID**" bullets under a "Partial coverage" heading."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return set()
+    ids, inside = set(), False
+    for line in lines:
+        heading = re.match(r"^#+\s+(.*?)\s*$", line)
+        if heading:
+            inside = heading.group(1).lower() == "partial coverage"
+            continue
+        bold = re.match(r"^\s*[-*]\s+\*\*([^*]+)\*\*", line)
+        if inside and bold:
+            ids.update(ROW_ID_RE.findall(bold.group(1)))
+    return ids
+
+
+def mutant_hooks(root):
+    """{name: ["file:line", ...]} for every VB_MUTANT(name) in the sources under root."""
+    hooks = {}
+    for folder in HOOK_DIRS:
+        for base, dirs, files in os.walk(os.path.join(root, folder)):
+            dirs.sort()
+            for name in sorted(files):
+                if not name.endswith(HOOK_EXTENSIONS) or name == HOOK_DEFINITION:
+                    continue
+                path = os.path.join(base, name)
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        text = f.read()
+                except OSError:
+                    continue
+                for m in HOOK_RE.finditer(text):
+                    where = "%s:%d" % (os.path.relpath(path, root),
+                                       text.count("\n", 0, m.start()) + 1)
+                    hooks.setdefault(m.group(1), []).append(where)
+    return hooks
+
+
+def check_mutants(path, rows, map_path, mutants, partial, hooks):
+    """Errors tying the mutant map to the rows, the sources and the partial list."""
+    errors = []
+    by_id = {r.id: r for r in rows}
+    mutated = set()
+    for m in mutants:
+        where = "%s:%d: %s" % (map_path, m.line, m.name)
+        row = by_id.get(m.row)
+        if row is None:
+            errors.append("%s: row %s is not in %s" % (where, m.row, path))
+        elif not row.tests:
+            errors.append("%s: row %s names no GoogleTest test for the mutant to run"
+                          % (where, m.row))
+        else:
+            mutated.add(m.row)
+        if m.name not in hooks:
+            errors.append("%s: no VB_MUTANT(%s) hook in %s" % (where, m.name, "/, ".join(HOOK_DIRS) + "/"))
+    known = {m.name for m in mutants}
+    for name, places in sorted(hooks.items()):
+        if name not in known:
+            errors.append("%s: VB_MUTANT(%s) is not in %s" % (places[0], name, map_path))
+    for pid in sorted(partial):
+        if pid not in by_id:
+            errors.append("%s: \"Partial coverage\" names %s, which is no row" % (path, pid))
+    for r in rows:
+        if r.level in MUTATED_LEVELS and (r.tests or r.pytests) and r.id not in mutated \
+                and r.id not in partial:
+            errors.append("%s:%d: %s: a %s row with tests needs a mutant in %s or a line under "
+                          "\"Partial coverage\"" % (path, r.line, r.id, r.level, map_path))
+    return errors
+
+
 def check_summary(path, rows):
     """Errors when the pasted coverage summary differs from the generated one."""
     try:
@@ -327,6 +454,9 @@ def run(argv):
     ap.add_argument("--root", metavar="DIR", default=os.path.dirname(here),
                     help="repository root that pytest node ids are relative to "
                          "(default: the parent of this script's folder)")
+    ap.add_argument("--mutants", metavar="TSV",
+                    help="cross-check the mutant map (spec/mutants.tsv) with the rows, the "
+                         "VB_MUTANT() hooks under --root and the partial-coverage list")
     ap.add_argument("--summary", action="store_true",
                     help="print the coverage summary to paste at the end of the file, and exit")
     ap.add_argument("--self-test", action="store_true", help="run the built-in self test")
@@ -351,6 +481,14 @@ def run(argv):
     if args.min_rows and len(rows) < args.min_rows:
         errors.append("%s: %d requirement rows, fewer than --min-rows %d"
                       % (path, len(rows), args.min_rows))
+
+    mutants = []
+    if args.mutants:
+        mutants, map_errors = parse_mutant_map(args.mutants)
+        errors += map_errors
+        if not map_errors:
+            errors += check_mutants(path, rows, args.mutants, mutants, partial_rows(path),
+                                    mutant_hooks(args.root))
 
     named = sorted({t for r in rows for t in r.tests})
     pytest_named = sorted({t for r in rows for t in r.pytests})
@@ -391,6 +529,13 @@ def run(argv):
           "%d 'not yet', %d 'n/a'" % (with_tests, len(named), len(pytest_named), not_yet, na))
     print("  normative rows with tests: %d of %d"
           % (sum(1 for r in normative if r.tests or r.pytests), len(normative)))
+    if args.mutants:
+        gated = [r for r in rows if r.level in MUTATED_LEVELS and (r.tests or r.pytests)]
+        with_mutant = {m.row for m in mutants}
+        print("  mutants: %d, on %d rows; MUST/MUST NOT rows with tests: %d (%d with a mutant, "
+              "%d without)" % (len(mutants), len(with_mutant), len(gated),
+                                    sum(1 for r in gated if r.id in with_mutant),
+                                    sum(1 for r in gated if r.id not in with_mutant)))
     print("  %-11s %7s %7s %7s %7s" % ("level", "driver", "device", "both", "total"))
     for level in LEVELS:
         counts = [sum(1 for r in rows if r.level == level and r.side == s)
@@ -422,6 +567,14 @@ PYTEST_TABLE = """# t
 | BAL-DRV-OP-01 | driver | MUST | a rule | tests/guest/test_x.py::test_ok, \
 tests/guest/test_x.py::test_async |
 | BAL-DEV-OP-01 | device | MAY | a rule | not yet |
+"""
+
+MUTANT_TABLE = """# t
+| ID | Side | Level | Rule | Tests |
+|---|---|---|---|---|
+| BAL-DRV-OP-01 | driver | MUST | a rule | Plain.Works |
+| BAL-DEV-OP-01 | device | MAY | a rule | tests/guest/test_x.py::test_ok |
+| BAL-DEV-OP-02 | device | SHOULD | a rule | Plain.Other |
 """
 
 FAKE_PYTEST_FILE = """import pytest
@@ -570,6 +723,66 @@ def self_test():
         expect("pytest ids, --no-test-check",
                PYTEST_TABLE.replace("::test_async", "::test_gone"), 0,
                extra=at_root + ["--no-test-check"])
+
+        # The mutant map: hooks in the sources under --root, rows, partial coverage.
+        mroot = os.path.join(bindir, "mutated")
+        os.makedirs(os.path.join(mroot, "driver"))
+        os.makedirs(os.path.join(mroot, "device-sim"))
+        with open(os.path.join(mroot, "driver", "core.h"), "w") as f:
+            f.write("if (VB_MUTANT(ONE_BROKEN))\n\treturn;\n")
+        with open(os.path.join(mroot, "driver", "mutant.h"), "w") as f:
+            f.write("#define VB_MUTANT(id) false\n")  # the definition is no hook
+        tsv = os.path.join(bindir, "mutants.tsv")
+
+        def with_map(map_text, hooks_extra=""):
+            with open(tsv, "w") as f:
+                f.write("# comment\n" + map_text)
+            with open(os.path.join(mroot, "device-sim", "dev.cpp"), "w") as f:
+                f.write(hooks_extra)
+            return ["--mutants", tsv, "--root", mroot, "--no-test-check"]
+
+        mutated = MUTANT_TABLE
+        expect("mutant map ok", mutated, 0,
+               extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tbreaks it\n"),
+               want_out="mutants: 1, on 1 rows")
+        elsewhere = "ONE_BROKEN\tBAL-DEV-OP-02\tx\n"  # a SHOULD row: OP-01 has no mutant
+        expect("MUST row with tests and no mutant", mutated, 1, extra=with_map(elsewhere),
+               want_msg="BAL-DRV-OP-01: a MUST row with tests needs a mutant")
+        expect("guest-only MUST NOT row needs a partial line",
+               mutated.replace("| MAY |", "| MUST NOT |"), 1,
+               extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\n"),
+               want_msg="BAL-DEV-OP-01: a MUST NOT row with tests needs a mutant")
+        expect("partial row needs no mutant",
+               mutated + "\n### Partial coverage\n\n- **BAL-DRV-OP-01**: why.\n", 0,
+               extra=with_map(elsewhere))
+        expect("partial list names no row",
+               mutated + "\n## Partial coverage\n\n- **BAL-DRV-OP-01, BAL-DRV-OP-07**: x\n",
+               1, extra=with_map(elsewhere), want_msg="names BAL-DRV-OP-07, which is no row")
+        expect("bullets elsewhere do not count",
+               mutated + "\n### Other\n\n- **BAL-DRV-OP-01**: why.\n", 1,
+               extra=with_map(elsewhere), want_msg="needs a mutant")
+        expect("mutant without its hook", mutated, 1,
+               extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\nTWO\tBAL-DRV-OP-01\tx\n"),
+               want_msg="no VB_MUTANT(TWO) hook")
+        expect("hook not in the map", mutated, 1,
+               extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\n", "VB_MUTANT( STRAY )"),
+               want_msg="VB_MUTANT(STRAY) is not in")
+        expect("mutant of an unknown row", mutated, 1,
+               extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\nONE_BROKEN2\tBAL-DRV-OP-09\tx\n",
+                              "VB_MUTANT(ONE_BROKEN2)"),
+               want_msg="row BAL-DRV-OP-09 is not in")
+        expect("mutant of a row with guest tests only", mutated, 1,
+               extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\nG\tBAL-DEV-OP-01\tx\n",
+                              "VB_MUTANT(G)"),
+               want_msg="names no GoogleTest test")
+        expect("one mutant on two rows", mutated, 0,
+               extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\nONE_BROKEN\tBAL-DEV-OP-02\ty\n"),
+               want_out="mutants: 2, on 2 rows")
+        expect("duplicate mutant", mutated, 1,
+               extra=with_map("ONE_BROKEN\tBAL-DRV-OP-01\tx\nONE_BROKEN\tBAL-DRV-OP-01\tx\n"),
+               want_msg="duplicate mutant")
+        expect("map line without three cells", mutated, 1,
+               extra=with_map("ONE_BROKEN BAL-DRV-OP-01 x\n"), want_msg="three tab-separated")
 
         # The pasted coverage summary.
         summary = summary_of(PYTEST_TABLE)

@@ -10,6 +10,7 @@
 #include "balloon/pfn_array.h"
 #include "memory/guest_memory.h"
 #include "memory/little_endian.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
@@ -208,6 +209,8 @@ uint32_t BalloonDevice::start_hint_round()
 	do {
 		// 2, 3, ... and back to 2 after 2^32 - 1 rounds: the driver closed those long ago.
 		next = id == UINT32_MAX ? VB_CMD_ID_MIN_RUN : id + 1;
+		if (VB_MUTANT(DEV_FPH03_ID_ISSUED_AGAIN) && id >= VB_CMD_ID_MIN_RUN)
+			next = id;
 	} while (!last_cmd_id_.compare_exchange_weak(id, next));
 	write_hint_cmd_id(next);
 	return next;
@@ -246,11 +249,30 @@ void BalloonDevice::activate(uint64_t negotiated_features)
 
 void BalloonDevice::queue_notified(unsigned index)
 {
-	if (const auto kind = kind_at(index, negotiated_)) {
-		if (faults_.ignore_kick(*kind))
-			return; // the chains wait in the ring for the next notification
-		drain_queue(index, *kind);
-	}
+	const auto kind = kind_at(index, negotiated_);
+	if (!kind)
+		return;
+	// A held free_page_vq is looked at only when released (which drains it).
+	if (*kind == VB_QUEUE_FREE_PAGE && hold_free_page_queue_.load())
+		return;
+	if (faults_.ignore_kick(*kind))
+		return; // the chains wait in the ring for the next notification
+	drain_queue(index, *kind);
+}
+
+void BalloonDevice::hold_free_page_queue()
+{
+	hold_free_page_queue_.store(true);
+}
+
+void BalloonDevice::release_free_page_queue()
+{
+	hold_free_page_queue_.store(false);
+	transport_.post([this] {
+		const int index = vb_queue_index(negotiated_, VB_QUEUE_FREE_PAGE);
+		if (transport_.live() && index >= 0 && transport_.queue(index))
+			drain_queue(static_cast<unsigned>(index), VB_QUEUE_FREE_PAGE);
+	});
 }
 
 void BalloonDevice::timer_expired()

@@ -124,6 +124,11 @@ public:
 	void finish_hinting();
 	// free_page_hint_cmd_id as the device holds it (0 when the field does not exist).
 	uint32_t hint_cmd_id() const;
+	// The free_page_vq gate: while held, the device leaves free_page_vq chains in the ring
+	// (a slow host), so a round fills the ring and waits; release serves them all. How a
+	// test shows that a waiting round blocks nothing else.
+	void hold_free_page_queue();
+	void release_free_page_queue();
 
 	// ---- Observers -------------------------------------------------------------------
 	const BalloonCounters& counters() const { return counters_; }
@@ -199,6 +204,7 @@ private:
 
 	std::atomic<uint64_t> last_negotiated_{0};
 	std::atomic<bool> hold_deflate_acks_{false};
+	std::atomic<bool> hold_free_page_queue_{false};
 	std::atomic<size_t> held_deflates_count_{0};
 	mutable std::mutex progress_mutex_;
 	mutable std::condition_variable progress_;

@@ -5,6 +5,7 @@
 #include "memory/little_endian.h"
 #include "virtqueue/device_queue.h"
 #include "vballoon/spec/virtio_balloon.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
@@ -68,7 +69,8 @@ void FreePageHintQueue::receive_blocks(const DescriptorChain& chain, uint32_t co
 				       FreePageEvents* events)
 {
 	// "The device MUST ignore ... hints with a command ID different from the current one."
-	const bool in_round = active_cmd_id_ != 0 && active_cmd_id_ == config_cmd_id;
+	const bool in_round = (active_cmd_id_ != 0 && active_cmd_id_ == config_cmd_id) ||
+			      VB_MUTANT(DEV_FPH04_HINTS_OUTSIDE_THE_ROUND_USED);
 	for (const Segment& block : chain.writable) {
 		if (!whole_pages_inside_ram(memory_, block)) {
 			counters_.reject(BalloonRejection::kRangeNotWholePages);

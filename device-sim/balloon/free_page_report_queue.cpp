@@ -5,6 +5,7 @@
 #include "balloon/host_page_ownership.h"
 #include "memory/guest_memory.h"
 #include "virtqueue/device_queue.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
@@ -52,7 +53,7 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 	uint64_t pages = 0;
 	for (const PfnRun& run : runs_)
 		pages += run.page_count;
-	if (keep_contents) {
+	if (keep_contents && !VB_MUTANT(DEV_FPR02_POISONED_REPORTS_DISCARDED)) {
 		counters_.pages_reported_kept.fetch_add(pages);
 	} else {
 		std::vector<PfnRun> discard = runs_; // discard_runs may reorder and join them

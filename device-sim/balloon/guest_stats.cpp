@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "memory/little_endian.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
@@ -27,8 +28,12 @@ StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestSta
 		++outcome.entries;
 		if (tag >= VB_S_NR) {
 			++outcome.unknown_tags;
+			if (VB_MUTANT(DEV_STATS02_STOP_AT_UNKNOWN_TAG))
+				break;
 			continue;
 		}
+		if (VB_MUTANT(DEV_STATS03_EXPECT_SORTED_TAGS) && stats.present_mask >> tag > 1)
+			break;
 		stats.values[tag] = from_le(value_wire);
 		stats.present_mask |= uint32_t{1} << tag;
 	}

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "memory/guest_memory.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
@@ -48,6 +49,8 @@ bool PageDiscarder::discard_runs(std::vector<PfnRun>& runs)
 
 bool PageDiscarder::discard_run(uint64_t first_pfn, uint64_t page_count)
 {
+	if (VB_MUTANT(DEV_OP02_INFLATED_PAGES_KEPT))
+		return true;
 	counters_.discard_calls.fetch_add(1, std::memory_order_relaxed);
 	if (memory_.discard(first_pfn * GuestMemory::kPageBytes,
 			    page_count * GuestMemory::kPageBytes) != 0) {

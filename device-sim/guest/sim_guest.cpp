@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "vballoon/core/features.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim {
 
@@ -379,7 +380,7 @@ void SimGuest::free_user_memory(UserMemory& user)
 {
 	for (const vb::PageRun& run : user.runs) {
 		// init_on_free or page poisoning: freed memory holds the guest's pattern.
-		if (options_.free_policy.initialise &&
+		if (options_.free_policy.initialise && !VB_MUTANT(FPR03_FREED_PAGES_NOT_POISONED) &&
 		    !memory_.fill(run.first_pfn * kPageBytes, options_.free_policy.byte, run.count * kPageBytes))
 			throw std::logic_error("user memory outside guest RAM");
 		if (!allocator_->free_run(run.first_pfn, run.count))

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "vballoon/support/mutant.h"
+
 namespace vbsim {
 
 namespace {
@@ -64,7 +66,7 @@ bool SimOs::alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
 void SimOs::free_page_run(vb::PageRun run)
 {
 	check_reuse(run.first_pfn, run.count);
-	if (free_policy_.initialise) {
+	if (free_policy_.initialise && !VB_MUTANT(POISON02_DEFLATED_PAGE_NOT_FILLED)) {
 		if (run.flags & vb::kPageRunDeviceInitialised) {
 			counters_.pages_skipped_initialising += run.count;
 		} else {

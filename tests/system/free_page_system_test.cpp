@@ -177,6 +177,34 @@ TEST(FreePageHintSystem, InflateAndDeflateGoOnWhileBlocksAreHeld)
 	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
 }
 
+TEST(FreePageHintSystem, ARoundWaitingOnASlowHostBlocksNeitherInflateNorDeflate)
+{
+	vbsim::BalloonProfile profile = vbsim::qemu_7_2_profile(VB_FEATURE(VB_F_FREE_PAGE_HINT));
+	profile.free_page_queue_size = 8;
+	HintMachine m(hinting_machine(profile));
+	const vb::Balloon<vbsim::SimOs>* core = m.machine.guest.core();
+	m.machine.device.hold_free_page_queue();
+	m.machine.device.start_hint_round();
+	// The round fills the ring (the id and six blocks; one slot stays for STOP) and waits
+	// for the host, which takes nothing.
+	ASSERT_TRUE(m.machine.device.transport().wait_until(
+		[&] { return core->hint_held_pages() == 6 * kBlockPages; }, kSettleTimeout));
+
+	EXPECT_EQ(m.machine.balloon_to(4096), vb::StepResult::kSettled);
+	EXPECT_EQ(m.machine.device.host_owned_pages(), 4096u);
+	EXPECT_EQ(m.machine.balloon_to(0), vb::StepResult::kSettled);
+	EXPECT_EQ(m.machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(core->hint_held_pages(), 6 * kBlockPages) << "the round is still waiting";
+	EXPECT_EQ(m.machine.device.counters().hint_rounds_started.load(), 0u);
+
+	m.machine.device.release_free_page_queue();
+	ASSERT_TRUE(m.machine.device.transport().wait_until(
+		[&] { return m.machine.device.counters().hint_rounds_stopped.load() == 1; }, kSettleTimeout));
+	EXPECT_EQ(core->hint_held_pages(), m.machine.guest_pages());
+	m.finish();
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
+}
+
 TEST(FreePageHintSystem, UnbindingMidHintGivesEveryHeldBlockBack)
 {
 	HintMachine m;

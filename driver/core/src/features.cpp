@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "vballoon/core/features.h"
 
+#include "vballoon/support/mutant.h"
+
 namespace vb {
 
 uint64_t driver_supported_features()
@@ -15,9 +17,12 @@ uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
 {
 	uint64_t accepted = offered & driver_supported_features();
 
+	if (VB_MUTANT(FEAT01_DROP_MUST_TELL_HOST))
+		accepted &= ~VB_FEATURE(VB_F_MUST_TELL_HOST);
+
 	// The spec says the driver SHOULD clear PAGE_POISON when it will not write poison_val
 	// into pages it hands back; a guest without init_on_free/poisoning writes nothing.
-	if (!traits.freed_pages_need_pattern)
+	if (!traits.freed_pages_need_pattern && !VB_MUTANT(FEAT02_POISON_WITHOUT_A_PATTERN))
 		accepted &= ~VB_FEATURE(VB_F_PAGE_POISON);
 	// The device's promise to initialise pages saves work only in a guest that would
 	// otherwise initialise them; elsewhere it would only cost the device a bitmap.
@@ -31,7 +36,8 @@ uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
 		accepted &= ~VB_FEATURE(VB_F_PAGE_REPORTING);
 	// A guest whose free pages must keep a pattern may let the device discard them only
 	// when the device was told the pattern (Linux's virtballoon_validate()).
-	if (traits.freed_pages_need_pattern && !has_feature(accepted, VB_F_PAGE_POISON))
+	if (traits.freed_pages_need_pattern && !has_feature(accepted, VB_F_PAGE_POISON) &&
+	    !VB_MUTANT(FEAT03_REPORTING_WITHOUT_POISON))
 		accepted &= ~VB_FEATURE(VB_F_PAGE_REPORTING);
 	return accepted;
 }

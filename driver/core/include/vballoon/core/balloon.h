@@ -51,6 +51,7 @@
 #include "vballoon/core/stats_report.h"
 #include "vballoon/support/atomic.h"
 #include "vballoon/support/freestanding.h"
+#include "vballoon/support/mutant.h"
 
 namespace vb {
 
@@ -324,7 +325,7 @@ template <BalloonOs Os> uint64_t Balloon<Os>::target_pfns() const
 template <BalloonOs Os> bool Balloon<Os>::prepare()
 {
 	// The spec orders it: write poison_val before DRIVER_OK, never change it afterwards.
-	if (negotiated(VB_F_PAGE_POISON))
+	if (negotiated(VB_F_PAGE_POISON) && !VB_MUTANT(POISON03_POISON_VAL_AFTER_DRIVER_OK))
 		os_.config_write32(VB_CONFIG_POISON_VAL_OFFSET, traits_.free_page_pattern);
 
 	if (negotiated(VB_F_STATS_VQ)) {
@@ -332,19 +333,23 @@ template <BalloonOs Os> bool Balloon<Os>::prepare()
 
 		os_.memory_stats(&stats);
 		stats_tag_mask_ = stats.present_mask & ((1u << VB_S_NR) - 1);
-		stats_count_ = fill_stats_entries(stats_, stats, stats_tag_mask_);
+		stats_count_ = VB_MUTANT(STATS05_PRIME_EMPTY_BUFFER) ? 0 : fill_stats_entries(stats_, stats, stats_tag_mask_);
 		// Primed with real values: a device may read them before it ever asks.
 		Segment out = {os_.phys_addr(stats_), stats_count_ * VB_STAT_ENTRY_BYTES};
-		if (!os_.queue_add(QueueKind::kStats, &out, 1, nullptr, 0, stats_)) {
+		if (!VB_MUTANT(STATS03_NO_PRIMING_BUFFER) && !os_.queue_add(QueueKind::kStats, &out, 1, nullptr, 0, stats_)) {
 			log(LogLevel::kError, "vballoon: statsq refused the stats buffer\n");
 			return false;
 		}
+		if (VB_MUTANT(STATS02_TWO_BUFFERS_OUTSTANDING))
+			os_.queue_add(QueueKind::kStats, &out, 1, nullptr, 0, stats_);
 	}
 	return true;
 }
 
 template <BalloonOs Os> void Balloon<Os>::start()
 {
+	if (negotiated(VB_F_PAGE_POISON) && VB_MUTANT(POISON03_POISON_VAL_AFTER_DRIVER_OK))
+		os_.config_write32(VB_CONFIG_POISON_VAL_OFFSET, traits_.free_page_pattern);
 	if (negotiated(VB_F_STATS_VQ))
 		os_.queue_kick(QueueKind::kStats);
 }
@@ -369,8 +374,12 @@ template <BalloonOs Os> StepResult Balloon<Os>::adjust_towards_target()
 // the last value written is the current one.
 template <BalloonOs Os> void Balloon<Os>::update_actual_locked()
 {
+	if (VB_MUTANT(OP14_ACTUAL_NOT_WRITTEN))
+		return;
 	// Legacy drivers must write all four bytes at once; one 32-bit write does.
 	os_.config_write32(VB_CONFIG_ACTUAL_OFFSET, static_cast<uint32_t>(balloon_pfns_.get()));
+	if (negotiated(VB_F_PAGE_POISON) && VB_MUTANT(POISON04_POISON_VAL_CHANGED_AFTER_DRIVER_OK))
+		os_.config_write32(VB_CONFIG_POISON_VAL_OFFSET, ~traits_.free_page_pattern);
 }
 
 template <BalloonOs Os> void Balloon<Os>::release_all()

@@ -22,6 +22,11 @@ template <BalloonOs Os> typename Balloon<Os>::DeflateResult Balloon<Os>::deflate
 	// Tell the host first, then free the pages. With MUST_TELL_HOST the host owns them
 	// until it acknowledges the deflate, and even without it the spec wants the pages
 	// reported before use: each run goes back to the guest only once acknowledged.
+	if (VB_MUTANT(OP09_DEFLATE_WITHOUT_TELLING_HOST)) {
+		for (size_t i = 0; i < run_count; i++)
+			give_back(deflate_runs_[i]);
+		run_count = 0;
+	}
 	HostReply reply = tell_host(QueueKind::kDeflate, deflate_runs_, run_count,
 				    [this](PageRun run) { give_back(run); });
 	// Refused or lost: the host still holds these (or may), so they stay in the balloon,

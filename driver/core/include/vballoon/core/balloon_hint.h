@@ -61,7 +61,7 @@ template <BalloonOs Os> void Balloon<Os>::handle_free_page_hint()
 			hint_cmd_id_active_ = VB_CMD_ID_STOP;
 			return;
 		}
-		if (cmd_id == hint_cmd_id_active_) {
+		if (cmd_id == hint_cmd_id_active_ && !VB_MUTANT(FPH05_CURRENT_ID_SENT_AGAIN)) {
 			// Already answered: the spec forbids sending the current id twice.
 			counters_.hint_ids_ignored.add(1);
 			return;
@@ -147,8 +147,9 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 		if (!hint_wait_used())
 			return;
 	}
-	hint_id_buffer_ = cmd_id;
-	Segment id_out = {os_.phys_addr(&hint_id_buffer_), sizeof(hint_id_buffer_)};
+	hint_id_buffer_ = VB_MUTANT(FPH04_ROUND_STARTS_WITH_ANOTHER_ID) ? cmd_id + 1 : cmd_id;
+	Segment id_out = {os_.phys_addr(&hint_id_buffer_),
+			  uint32_t{sizeof(hint_id_buffer_)} + (VB_MUTANT(FPH03_ID_BUFFER_NOT_4_BYTES) ? 4u : 0u)};
 	if (!hint_add(&id_out, nullptr, &hint_id_buffer_))
 		return;
 	hint_id_in_flight_ = true;
@@ -198,7 +199,8 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 
 	Segment stop_out = {os_.phys_addr(&hint_stop_buffer_), sizeof(hint_stop_buffer_)};
 	hint_stop_buffer_ = VB_CMD_ID_STOP;
-	hint_add(&stop_out, nullptr, &hint_stop_buffer_);
+	if (!VB_MUTANT(FPH08_ROUND_NOT_CLOSED_WITH_STOP))
+		hint_add(&stop_out, nullptr, &hint_stop_buffer_);
 	os_.queue_kick(QueueKind::kFreePage);
 }
 
@@ -218,13 +220,14 @@ template <BalloonOs Os> uint64_t Balloon<Os>::hint_give_back(uint64_t max_pages,
 		for (size_t i = 0; i < count; i++) {
 			PageRun run = runs[i];
 			if (!after_done) {
-				os_.initialise_pages(run);
+				if (!VB_MUTANT(FPH11_EARLY_RETURN_NOT_INITIALISED))
+					os_.initialise_pages(run);
 				// It holds the guest's pattern now; the OS need not write it again.
 				run.flags |= kPageRunDeviceInitialised;
 			} else {
 				// The device may have changed the pages before DONE: their content is
 				// undefined, so a guest that keeps a pattern in free pages writes it.
-				run.flags = 0;
+				run.flags = VB_MUTANT(FPH10_HINTED_CONTENT_TRUSTED_AFTER_DONE) ? kPageRunDeviceInitialised : 0;
 			}
 			hint_held_pages_.sub(run.count);
 			os_.free_page_run(run);

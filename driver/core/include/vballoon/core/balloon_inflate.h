@@ -75,7 +75,8 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 	bool all_acknowledged = true;
 
 	if (run_count) {
-		if (traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE)) {
+		if (traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE) &&
+		    !VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING)) {
 			for (size_t i = 0; i < run_count; i++)
 				os_.initialise_pages(inflate_runs_[i]);
 		}

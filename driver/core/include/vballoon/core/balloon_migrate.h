@@ -35,8 +35,9 @@ template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_
 		os_.unlock();
 		return false;
 	}
-	bool deflated = false;
-	tell_host(QueueKind::kDeflate, &old_page, 1, [&](PageRun) { deflated = true; });
+	bool deflated = VB_MUTANT(OP09_MIGRATION_OLD_PAGE_NOT_DEFLATED);
+	if (!deflated)
+		tell_host(QueueKind::kDeflate, &old_page, 1, [&](PageRun) { deflated = true; });
 	if (!deflated) {
 		// The host still holds the old page, which stays in the balloon. It also
 		// holds the new one, which compaction now frees: the deflateq has just failed,

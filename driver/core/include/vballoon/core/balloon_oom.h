@@ -12,7 +12,7 @@ namespace vb {
 // count. Allocates nothing: this runs when the guest has no memory to give.
 template <BalloonOs Os> uint64_t Balloon<Os>::deflate_for_oom()
 {
-	if (!negotiated(VB_F_DEFLATE_ON_OOM))
+	if (!negotiated(VB_F_DEFLATE_ON_OOM) && !VB_MUTANT(OP07_OOM_DEFLATE_WITHOUT_DOO))
 		return 0;
 	counters_.oom_calls.add(1);
 	uint64_t freed_pfns = deflate(kOomDeflatePfns).freed_pfns;

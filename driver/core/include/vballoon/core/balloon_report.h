@@ -45,6 +45,8 @@ template <BalloonOs Os> bool Balloon<Os>::report_free_pages(const PageRun* runs,
 
 	// The pages may not be used before the device acknowledges the report.
 	for (;;) {
+		if (VB_MUTANT(FPR04_REPORT_ACK_NOT_AWAITED))
+			break;
 		uint32_t len;
 		void* token = os_.queue_wait_used(QueueKind::kReporting, &len);
 

@@ -66,6 +66,12 @@ HostReply Balloon<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t ru
 				break; // ring full: wait for the device to return one
 			in_flight |= 1u << packed_slot;
 			sent_pages += messages_[packed_slot].span.pages;
+			if ((queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)) ||
+			    (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED)))
+				for_each_part(runs, messages_[packed_slot].span, on_acknowledged);
+			if (queue == QueueKind::kInflate && VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING) &&
+			    traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE))
+				for_each_part(runs, messages_[packed_slot].span, [&](PageRun run) { os_.initialise_pages(run); });
 			packed_slot = -1;
 			added = true;
 			if (queue == QueueKind::kInflate)
@@ -75,6 +81,8 @@ HostReply Balloon<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t ru
 		}
 		if (added)
 			os_.queue_kick(queue);
+		if (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED))
+			break;
 		if (!in_flight)
 			break;
 
@@ -103,7 +111,8 @@ HostReply Balloon<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t ru
 			continue;
 		}
 		in_flight &= ~(1u << slot);
-		for_each_part(runs, messages_[slot].span, on_acknowledged);
+		if (!(queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)))
+			for_each_part(runs, messages_[slot].span, on_acknowledged);
 		if (carries_bitmap(queue) && bits == InitialisedBits::kRecord)
 			record_device_initialised(messages_[slot], len);
 	}

@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Deliberate rule breakages ("mutants") that prove the tests named in spec/requirements.md
+// check their rules. `if (VB_MUTANT(POISON03_POISON_VAL_AFTER_DRIVER_OK))` marks the one
+// place where a rule binds; ci/mutants.sh turns each mutant on in turn and expects the
+// row's tests to fail. spec/mutants.tsv maps every mutant to its requirement row.
+//
+// In every normal build (userspace, sanitizers, the kernel module, the freestanding check)
+// the macro is the constant `false`: the branch folds away and the object refers to nothing.
+// Only the build configured with -DVB_MUTANTS=ON (build-mutants/, tests only) asks the test
+// harness, which reads the VB_MUTANT environment variable (tests/mutants/mutant_switch.cpp).
+#ifndef VBALLOON_SUPPORT_MUTANT_H
+#define VBALLOON_SUPPORT_MUTANT_H
+
+#ifdef VB_MUTANTS
+extern "C" bool vb_mutant_active(const char* id);
+#define VB_MUTANT(id) (vb_mutant_active(#id))
+#else
+#define VB_MUTANT(id) false
+#endif
+
+#endif
