@@ -5,8 +5,10 @@
 #   1. the userspace build and its GoogleTest suites (ctest), plain
 #   2. the same suites under ASan + UBSan
 #   3. the requirements table checked against the test binaries
-#   4. the kernel module, built warning-free against Debian's 6.1 headers
-#   5. the QEMU guest suite, our module next to the in-tree driver
+#   4. the libFuzzer targets: built (clang, ASan + UBSan), every regression replayed, each
+#      target run for 60 s (ci/fuzz.sh; tests/fuzz/README.md)
+#   5. the kernel module, built warning-free against Debian's 6.1 headers
+#   6. the QEMU guest suite, our module next to the in-tree driver
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -25,6 +27,9 @@ ctest --test-dir build-sanitize --output-on-failure -j "$(nproc)"
 
 step "requirements traceability"
 /usr/bin/python3 spec/check_requirements.py --min-rows 92 spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
+
+step "fuzzers: regressions and 60 s per target"
+ci/fuzz.sh 60
 
 step "kernel module"
 driver/linux/build-module.sh
