@@ -77,8 +77,8 @@ BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
     : options_(std::move(options)), memory_(memory),
       ownership_(memory.size() / GuestMemory::kPageBytes),
       discarder_(memory, options_.discard_mode, counters_), stats_(memory, counters_),
-      faults_(options_.faults),
       hint_queue_(memory, counters_), report_queue_(memory, discarder_, ownership_, counters_),
+      faults_(options_.faults),
       transport_(memory, *this, transport_config(options_))
 {
 	if (options_.host_page_bytes % GuestMemory::kPageBytes != 0 || options_.host_page_bytes == 0)
@@ -252,6 +252,8 @@ void BalloonDevice::queue_notified(unsigned index)
 	const auto kind = kind_at(index, negotiated_);
 	if (!kind)
 		return;
+	if (faults_.ignore_kick(*kind))
+		return; // the chains wait in the ring for the next notification
 	// A held free_page_vq is looked at only when released (which drains it).
 	if (*kind == VB_QUEUE_FREE_PAGE && hold_free_page_queue_.load())
 		return;

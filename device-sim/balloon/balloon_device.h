@@ -31,11 +31,11 @@
 
 #include "balloon/balloon_counters.h"
 #include "balloon/balloon_profile.h"
-#include "balloon/fault_injector.h"
-#include "balloon/fault_plan.h"
 #include "balloon/free_page_events.h"
 #include "balloon/free_page_hint_queue.h"
 #include "balloon/free_page_report_queue.h"
+#include "balloon/fault_injector.h"
+#include "balloon/fault_plan.h"
 #include "balloon/guest_stats.h"
 #include "balloon/host_page_ownership.h"
 #include "balloon/huge_page_tracker.h"
@@ -182,11 +182,11 @@ private:
 	HostPageOwnership ownership_;
 	PageDiscarder discarder_;
 	StatsQueue stats_;
-	FaultInjector faults_;
 	FreePageHintQueue hint_queue_;
 	FreePageReportQueue report_queue_;
 	std::atomic<FreePageEvents*> events_{nullptr};
 	std::atomic<uint32_t> last_cmd_id_{VB_CMD_ID_DONE};
+	FaultInjector faults_;
 
 	// Used only inside DeviceBackend callbacks and posted tasks, i.e. under the transport's
 	// state lock: the device thread, or the guest thread resetting the device.
