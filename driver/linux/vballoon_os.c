@@ -12,9 +12,11 @@
 #include <linux/balloon_compaction.h>
 #include <linux/gfp.h>
 #include <linux/highmem.h>
+#include <linux/log2.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
+#include <linux/page_ref.h>
 #include <linux/poison.h>
 #include <linux/printk.h>
 #include <linux/scatterlist.h>
@@ -62,18 +64,68 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *p
 	return true;
 }
 
+/*
+ * Turns the 2^order pages from `head` back into one block the allocator can free at once:
+ * every page but the head gives up its reference. A page someone else holds a reference to
+ * (a speculative lookup may take one on any page) stays as it is, and the block is not
+ * joined. balloon_page_delete() leaves the movable-mapping marker in page->mapping, which
+ * the allocator clears on the head only; a tail must arrive with none.
+ */
+static bool vb_os_join_block(struct page *head, unsigned int order)
+{
+	unsigned long nr = 1UL << order, i;
+
+	for (i = 1; i < nr; i++) {
+		struct page *page = nth_page(head, i);
+
+		if (!page_ref_freeze(page, 1))
+			goto undo;
+		page->mapping = NULL;
+	}
+	return true;
+undo:
+	while (--i > 0)
+		page_ref_unfreeze(nth_page(head, i), 1);
+	return false;
+}
+
+/* The largest block that starts at `pfn`, is naturally aligned and fits in `count` pages. */
+static unsigned int vb_os_block_order(uint64_t pfn, uint64_t count)
+{
+	unsigned int order = min_t(unsigned int, MAX_ORDER - 1, pageblock_order);
+
+	if (pfn)
+		order = min_t(unsigned int, order, __ffs64(pfn));
+	return min_t(unsigned int, order, ilog2(count));
+}
+
 void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run)
 {
-	uint64_t i;
+	uint64_t done = 0;
 
 	/*
-	 * As virtio_balloon's release_pages_balloon(): drop the balloon's reference. Pages the
-	 * core never enqueued hold just their allocation's reference, which this drops too.
-	 * The allocator applies init_on_free or poisoning to every page it gets back, device
-	 * initialised or not: 6.1 has no way to skip that for a page.
+	 * As virtio_balloon's release_pages_balloon(), the balloon's reference is dropped, but
+	 * a page at a time costs the allocator a trip through the per-CPU lists and a buddy
+	 * merge for every page: the run goes back as the largest aligned blocks it holds,
+	 * within one pageblock (one migratetype) and one zone, like the blocks inflate
+	 * allocates. Pages the core never enqueued hold just their allocation's reference,
+	 * which this drops too. The allocator applies init_on_free or poisoning to every page
+	 * it gets back, device initialised or not: 6.1 has no way to skip that for a page.
 	 */
-	for (i = 0; i < run->count; i++)
-		put_page(pfn_to_page(run->first_pfn + i));
+	while (done < run->count) {
+		uint64_t pfn = run->first_pfn + done;
+		unsigned int order = vb_os_block_order(pfn, run->count - done);
+		struct page *head = pfn_to_page(pfn);
+
+		if (order && (page_zone(head) != page_zone(pfn_to_page(pfn + (1UL << order) - 1)) ||
+			      !vb_os_join_block(head, order)))
+			order = 0;
+		if (order)
+			__free_pages(head, order);
+		else
+			put_page(head);
+		done += 1UL << order;
+	}
 }
 
 void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run)
