@@ -257,8 +257,6 @@ void BalloonDevice::queue_notified(unsigned index)
 	// A held free_page_vq is looked at only when released (which drains it).
 	if (*kind == VB_QUEUE_FREE_PAGE && hold_free_page_queue_.load())
 		return;
-	if (faults_.ignore_kick(*kind))
-		return; // the chains wait in the ring for the next notification
 	drain_queue(index, *kind);
 }
 
