@@ -18,8 +18,8 @@ GuestMemory& prepared(GuestMemory& memory, const MachineConfig& config)
 
 } // namespace
 
-SimMachine::SimMachine(const MachineConfig& config)
-	: memory({config.ram_bytes, config.backing}),
+SimMachine::SimMachine(const MachineConfig& machine_config)
+	: config(machine_config), memory({config.ram_bytes, config.backing}),
 	  device(prepared(memory, config), config.device),
 	  guest(memory, device.transport(), config.guest)
 {

@@ -63,6 +63,7 @@ public:
 	// What broke on the host's side: failed discards, refused inputs.
 	std::vector<std::string> host_problems() const;
 
+	const MachineConfig config;
 	GuestMemory memory;
 	BalloonDevice device;
 	SimGuest guest;

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "machine/migration_wiring.h"
+
+namespace vbsim
+{
+
+migration::MigrationMachine describe_for_migration(SimMachine& machine,
+						   migration::Workload* workload)
+{
+	migration::MigrationMachine described;
+	described.memory = &machine.memory;
+	// The rings and the core object live there and are written directly (sim_guest.h).
+	described.always_dirty = {{0, machine.config.guest.kernel_bytes / GuestMemory::kPageBytes}};
+	described.pages_in_use = [workload] {
+		return workload ? workload->pages_in_use() : std::vector<migration::PageRange>{};
+	};
+	described.workload = workload;
+	// The model pauses the workload itself. The guest's other writers (the driver's worker,
+	// the device's used rings) write only the kernel area, which is always dirty and sent
+	// at stop-and-copy; what they write after it is not verified.
+	described.pause_guest = [] {};
+	described.resume_guest = [] {};
+	return described;
+}
+
+} // namespace vbsim
