@@ -99,7 +99,6 @@ uint8_t* GuestMemory::writable_span(uint64_t gpa, uint64_t len)
 {
 	if (!contains(gpa, len))
 		return nullptr;
-	// (Future) dirty log: mark the pages of [gpa, gpa + len) here.
 	return base_ + gpa;
 }
 
@@ -110,6 +109,20 @@ bool GuestMemory::write(uint64_t gpa, const void* src, uint64_t len)
 		return false;
 	if (len != 0)
 		std::memcpy(dst, src, len);
+	mark_written(gpa, len);
+	return true;
+}
+
+bool GuestMemory::write(uint64_t gpa, const void* src, uint64_t len, DirtyMarker& marker)
+{
+	uint8_t* dst = writable_span(gpa, len);
+	if (dst == nullptr)
+		return false;
+	if (len == 0)
+		return true;
+	std::memcpy(dst, src, len);
+	for (uint64_t page = gpa / kPageBytes; page <= (gpa + len - 1) / kPageBytes; page++)
+		marker.mark(page);
 	return true;
 }
 
@@ -120,6 +133,7 @@ bool GuestMemory::fill(uint64_t gpa, uint8_t byte, uint64_t len)
 		return false;
 	if (len != 0)
 		std::memset(dst, byte, len);
+	mark_written(gpa, len);
 	return true;
 }
 
@@ -132,6 +146,7 @@ bool GuestMemory::store_le16_release(uint64_t gpa, uint16_t value)
 		return false;
 	std::atomic_ref<uint16_t> field(*reinterpret_cast<uint16_t*>(dst));
 	field.store(to_le(value), std::memory_order_release);
+	mark_written(gpa, sizeof(uint16_t));
 	return true;
 }
 
@@ -145,9 +160,12 @@ int GuestMemory::discard(uint64_t gpa, uint64_t len)
 	if (!page_range_valid(gpa, len))
 		return EINVAL;
 	// Discarding changes what the guest reads (zeroes), so it is a write for the dirty log
-	// too: route it through the choke point before the syscall.
+	// too, marked once the pages are gone.
 	uint8_t* start = writable_span(gpa, len);
-	return madvise(start, len, MADV_DONTNEED) == 0 ? 0 : errno;
+	if (madvise(start, len, MADV_DONTNEED) != 0)
+		return errno;
+	mark_written(gpa, len);
+	return 0;
 }
 
 int GuestMemory::populate(uint64_t gpa, uint64_t len)

@@ -6,19 +6,22 @@
 //  - Every gpa range coming from the guest is checked here (translate/contains) before a
 //    host pointer exists for it, with the gpa + len overflow handled.
 //  - Every write into guest RAM, by the device or by the simulated guest, goes through the
-//    write helpers below, which all funnel into writable_span(). The dirty-page log of the
-//    live-migration model will hook in there, so no other code may write through a pointer
-//    it got from translate().
+//    write helpers below, which all funnel into writable_span() and, once the bytes are
+//    stored, into mark_written(): the dirty-page log of the live-migration model
+//    (migration/dirty_log.h) sees every write, so no other code may write through a
+//    pointer it got from translate().
 // The mapping is surrounded by PROT_NONE guard regions: a stray access just outside RAM
 // faults at once instead of corrupting host memory, which is what lets tests prove the
 // device never reaches outside guest RAM.
 #ifndef VBSIM_MEMORY_GUEST_MEMORY_H
 #define VBSIM_MEMORY_GUEST_MEMORY_H
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "memory/little_endian.h"
+#include "migration/dirty_log.h"
 
 namespace vbsim
 {
@@ -94,6 +97,15 @@ public:
 	// A release store of a naturally aligned le16 (publishing a ring index).
 	[[nodiscard]] bool store_le16_release(uint64_t gpa, uint16_t value);
 
+	// ---- Dirty logging (live migration) --------------------------------------------------
+	// While a log is attached every write marks its pages, after the bytes are stored.
+	// Attach and detach while no writer runs (the migration model pauses the guest for it);
+	// writers load the pointer on each write.
+	void attach_dirty_log(DirtyLog* log) { dirty_log_.store(log, std::memory_order_release); }
+	DirtyLog* dirty_log() const { return dirty_log_.load(std::memory_order_acquire); }
+	// Writes that mark through a writer's own DirtyMarker (batched marks; see dirty_log.h).
+	[[nodiscard]] bool write(uint64_t gpa, const void* src, uint64_t len, DirtyMarker& marker);
+
 	// ---- Host-side page management (whole 4 KiB pages; return 0 or an errno) ----------
 	// madvise(MADV_DONTNEED): the pages read back as zero and stop being resident. One
 	// call is one syscall, so callers count calls to measure discard cost.
@@ -106,8 +118,15 @@ public:
 	uint64_t resident_bytes(uint64_t gpa, uint64_t len) const;
 
 private:
-	// Where every write lands: the future dirty log marks [gpa, gpa + len) here.
+	// Where every write lands (nullptr when outside RAM).
 	uint8_t* writable_span(uint64_t gpa, uint64_t len);
+	// Marks the pages of [gpa, gpa + len) in the attached log, after the write.
+	void mark_written(uint64_t gpa, uint64_t len)
+	{
+		DirtyLog* log = dirty_log_.load(std::memory_order_acquire);
+		if (log != nullptr && len != 0)
+			log->mark_range(gpa / kPageBytes, (gpa + len - 1) / kPageBytes - gpa / kPageBytes + 1);
+	}
 	bool page_range_valid(uint64_t gpa, uint64_t len) const;
 
 	uint8_t* reservation_ = nullptr;
@@ -115,6 +134,7 @@ private:
 	uint8_t* base_ = nullptr;
 	uint64_t size_ = 0;
 	PageBacking backing_;
+	std::atomic<DirtyLog*> dirty_log_{nullptr};
 };
 
 } // namespace vbsim

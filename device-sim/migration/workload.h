@@ -13,6 +13,7 @@
 #define VBSIM_MIGRATION_WORKLOAD_H
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -84,6 +85,10 @@ public:
 	virtual void pause() = 0;
 	virtual void resume() = 0;
 	virtual void stop() = 0;
+	// The clock the workload paces itself by, in ms (busy: bytes = rate x elapsed). The
+	// migration model sets its own model clock while it runs, so the guest dirties pages at
+	// the configured rate in model time however loaded the host is; empty: real time.
+	virtual void set_clock(std::function<double()> now_ms) = 0;
 	// Pages the workload holds; call while paused or stopped.
 	virtual std::vector<PageRange> pages_in_use() const = 0;
 	virtual WorkloadStats stats() const = 0;

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "migration/free_page_tracker.h"
+
+#include <chrono>
+
+namespace vbsim::migration
+{
+
+void FreePageTracker::host_starting_round()
+{
+	std::lock_guard lock(mutex_);
+	previous_id_ = cmd_id_;
+	awaiting_ = true;
+	host_active_ = true;
+	accepting_ = false;
+}
+
+void FreePageTracker::host_started_round(uint32_t cmd_id)
+{
+	std::lock_guard lock(mutex_);
+	awaiting_ = false;
+	if (cmd_id_ != cmd_id) {
+		cmd_id_ = cmd_id;
+		// Hints count once the guest has echoed the id (QEMU: REQUESTED, then START).
+		accepting_ = last_echo_ == cmd_id;
+	}
+}
+
+void FreePageTracker::host_stopped_round()
+{
+	std::lock_guard lock(mutex_);
+	awaiting_ = false;
+	host_active_ = false;
+	accepting_ = false;
+}
+
+void FreePageTracker::hint_round_started(uint32_t cmd_id)
+{
+	std::lock_guard lock(mutex_);
+	last_echo_ = cmd_id;
+	if (awaiting_ && cmd_id != previous_id_) {
+		// The echo of the round being started, before the host learnt its id.
+		cmd_id_ = cmd_id;
+		accepting_ = true;
+	} else if (cmd_id == cmd_id_ && host_active_ && !awaiting_) {
+		accepting_ = true;
+	}
+}
+
+void FreePageTracker::hint_round_stopped(uint32_t cmd_id)
+{
+	std::lock_guard lock(mutex_);
+	if (cmd_id == cmd_id_)
+		accepting_ = false;
+}
+
+void FreePageTracker::pages_hinted(uint32_t cmd_id, uint64_t gpa, uint64_t bytes)
+{
+	const auto start = std::chrono::steady_clock::now();
+	constexpr uint64_t kPage = 4096;
+	const uint64_t pages = bytes / kPage;
+	hinted_.fetch_add(pages, std::memory_order_relaxed);
+	{
+		std::lock_guard lock(mutex_);
+		if (!accepting_ || cmd_id != cmd_id_ || gpa % kPage != 0 || gpa > ram_bytes_ ||
+		    bytes > ram_bytes_ - gpa)
+			ignored_.fetch_add(pages, std::memory_order_relaxed);
+		else
+			cleared_.fetch_add(to_send_.clear_range(gpa / kPage, pages), std::memory_order_relaxed);
+	}
+	handling_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+				       std::chrono::steady_clock::now() - start)
+				       .count(),
+			       std::memory_order_relaxed);
+}
+
+void FreePageTracker::pages_reported(uint64_t, uint64_t bytes)
+{
+	// The discard itself went through GuestMemory (and the dirty log); the sender learns
+	// that the pages are absent from residency, so only the count is kept here.
+	reported_.fetch_add(bytes / 4096, std::memory_order_relaxed);
+}
+
+} // namespace vbsim::migration

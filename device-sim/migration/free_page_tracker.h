@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The model's side of free page hinting, as QEMU's qemu_guest_free_page_hint: a hint for
+// the round the host is running clears the hinted pages from the bitmap of pages still to
+// send; pages the sender already took are sent anyway (the hint came too late). Hints of
+// any other round, or after the host stopped the round, are ignored: the guest may have
+// reused those pages since, and their new contents are in a dirty log that has already
+// been harvested into the bitmap, where clearing them would lose them.
+#ifndef VBSIM_MIGRATION_FREE_PAGE_TRACKER_H
+#define VBSIM_MIGRATION_FREE_PAGE_TRACKER_H
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "balloon/free_page_events.h"
+#include "migration/page_bitmap.h"
+
+namespace vbsim::migration
+{
+
+class FreePageTracker : public FreePageEvents
+{
+public:
+	FreePageTracker(PageBitmap& to_send, uint64_t ram_bytes) : to_send_(to_send), ram_bytes_(ram_bytes) {}
+
+	// Host side, on the migration thread: around the device's start of a round (the
+	// device picks the id, and the guest may echo it before the call returns).
+	void host_starting_round();
+	void host_started_round(uint32_t cmd_id);
+	void host_stopped_round();
+
+	// FreePageEvents, on the device thread.
+	void hint_round_started(uint32_t cmd_id) override;
+	void pages_hinted(uint32_t cmd_id, uint64_t gpa, uint64_t bytes) override;
+	void hint_round_stopped(uint32_t cmd_id) override;
+	void pages_reported(uint64_t gpa, uint64_t bytes) override;
+
+	uint64_t pages_hinted_total() const { return hinted_.load(std::memory_order_relaxed); }
+	uint64_t pages_cleared_total() const { return cleared_.load(std::memory_order_relaxed); }
+	uint64_t hints_ignored() const { return ignored_.load(std::memory_order_relaxed); }
+	uint64_t pages_reported_total() const { return reported_.load(std::memory_order_relaxed); }
+	double handling_ms() const { return handling_ns_.load(std::memory_order_relaxed) / 1e6; }
+
+private:
+	PageBitmap& to_send_;
+	const uint64_t ram_bytes_;
+	std::mutex mutex_;
+	uint32_t cmd_id_ = 0;
+	uint32_t last_echo_ = 0;   // the guest may echo an id before the host recorded it
+	uint32_t previous_id_ = 0; // the round before: its echoes are stale
+	bool awaiting_ = false;	   // the host is starting a round, the id is not known yet
+	bool host_active_ = false; // between the host's start and stop of the round
+	bool accepting_ = false;
+	std::atomic<uint64_t> hinted_{0};
+	std::atomic<uint64_t> cleared_{0};
+	std::atomic<uint64_t> ignored_{0};
+	std::atomic<uint64_t> reported_{0};
+	std::atomic<uint64_t> handling_ns_{0};
+};
+
+} // namespace vbsim::migration
+
+#endif
