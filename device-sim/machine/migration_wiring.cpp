@@ -15,11 +15,6 @@ migration::MigrationMachine describe_for_migration(SimMachine& machine,
 		return workload ? workload->pages_in_use() : std::vector<migration::PageRange>{};
 	};
 	described.workload = workload;
-	// The model pauses the workload itself. The guest's other writers (the driver's worker,
-	// the device's used rings) write only the kernel area, which is always dirty and sent
-	// at stop-and-copy; what they write after it is not verified.
-	described.pause_guest = [] {};
-	described.resume_guest = [] {};
 	return described;
 }
 

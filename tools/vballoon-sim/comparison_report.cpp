@@ -66,9 +66,15 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 			if (row.workload != workload)
 				continue;
 			const migration::MigrationResult& r = row.result;
-			std::string verdict = r.verified ? "yes" : "NO: " + r.error;
-			if (r.verified && !r.converged)
-				verdict += " (did not converge)";
+			if (!r.verified) {
+				// A run that failed is an error, never a figure.
+				out += fmt::format("{:<19} {:>10} {:>11} {:>8} {:>9} {:>8} {:>8} {:>9} "
+						   "{:>6} {:>9} {:>8} {:>9}  NO: {}\n",
+						   row.strategy, "-", "-", "-", "-", "-", "-", "-", "-",
+						   "-", "-", "-", r.error);
+				continue;
+			}
+			std::string verdict = r.converged ? "yes" : "yes (did not converge)";
 			out += fmt::format(
 				"{:<19} {:>10} {:>11} {:>8} {:>9.1f} {:>8.1f} {:>8.1f} {:>9.1f} {:>6} "
 				"{:>9.1f} {:>8} {:>9.1f}  {}\n",
