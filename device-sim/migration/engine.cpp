@@ -40,6 +40,8 @@ constexpr uint64_t kPage = GuestMemory::kPageBytes;
 // holds 128 pages by default; bigger claims keep the clock reads per page negligible).
 constexpr uint64_t kChunkWords = 8;
 constexpr uint64_t kChunkPages = kChunkWords * 64;
+// Larger than the last-level cache, so reading it runs at memory speed.
+constexpr uint64_t kPopulatedZeroPages = (256ull << 20) / 4096;
 
 uint64_t thread_cpu_ns()
 {
@@ -93,11 +95,19 @@ public:
 		DestinationImage& destination, const Residency& residency)
 		: config_(config), memory_(memory), to_send_(to_send), destination_(destination),
 		  residency_(residency), base_(memory.translate(0, memory.size())),
-		  zero_block_(new uint8_t[kChunkPages * kPage]()),
+		  zero_pages_(config.untouched_page_reads == UntouchedPageReads::kSharedZeroPage
+				      ? kChunkPages
+				      : std::min(kPopulatedZeroPages, memory.size() / kPage)),
 		  per_thread_cpu_ns_(std::max(1u, config.sender_threads))
 	{
-		// Fault the zero block in now, so it is resident like the host's zero page.
-		std::memset(zero_block_.get(), 0, kChunkPages * kPage);
+		void* map = mmap(nullptr, zero_pages_ * kPage, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (map == MAP_FAILED)
+			throw std::system_error(errno, std::generic_category(), "mapping the zero region");
+		zero_block_ = static_cast<uint8_t*>(map);
+		madvise(zero_block_, zero_pages_ * kPage, MADV_HUGEPAGE);
+		// Populate it now (a write fault per page), so the senders read memory.
+		std::memset(zero_block_, 0, zero_pages_ * kPage);
 		for (unsigned i = 0; i < std::max(1u, config.sender_threads); i++)
 			threads_.emplace_back([this, i] { run(i); });
 	}
@@ -111,6 +121,7 @@ public:
 		wake_.notify_all();
 		for (std::thread& thread : threads_)
 			thread.join();
+		munmap(zero_block_, zero_pages_ * kPage);
 	}
 
 	// Sends every page set in the bitmap; returns when all senders are done.
@@ -172,7 +183,7 @@ private:
 	const uint8_t* source_page(uint64_t page) const
 	{
 		return residency_.resident(page) ? base_ + page * kPage
-						 : zero_block_.get() + (page % kChunkPages) * kPage;
+						 : zero_block_ + (page % zero_pages_) * kPage;
 	}
 
 	void send_chunk(unsigned index, uint64_t first_word, std::vector<uint64_t>& pages,
@@ -231,7 +242,8 @@ private:
 	DestinationImage& destination_;
 	const Residency& residency_;
 	uint8_t* base_;
-	std::unique_ptr<uint8_t[]> zero_block_;
+	const uint64_t zero_pages_;
+	uint8_t* zero_block_ = nullptr;
 	std::vector<std::atomic<uint64_t>> per_thread_cpu_ns_;
 	std::vector<std::thread> threads_;
 	std::atomic<uint64_t> cursor_{0};

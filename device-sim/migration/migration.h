@@ -72,6 +72,18 @@ enum class ZeroDetectionPlace : uint8_t {
 	kMigrationThread, // older QEMU (zero-page-detection=legacy): one thread checks every page
 };
 
+// How the source reads a page the guest never touched (this simulator knows such pages by
+// mincore and never reads them, since a read would allocate memory on this machine).
+enum class UntouchedPageReads : uint8_t {
+	// At memory speed, from a zeroed region larger than the caches: a host whose guest RAM
+	// is populated (preallocated, as production hosts with huge pages do, or touched once
+	// by firmware or a zeroing guest; seed 000's page-poison-0 run took as long).
+	kPopulatedMemory,
+	// From one cache-hot zero region: a host that maps untouched RAM to the shared
+	// (huge) zero page; the scan then costs the least it can.
+	kSharedZeroPage,
+};
+
 // Defaults are QEMU 9.0's where QEMU has one (migration/options.c), except the link.
 // QEMU's max-bandwidth default (128 MiB/s) is a throttle users raise; seeds 000 and 001
 // ran with migrate_set_speed 100G, so the link was never their limit and the migration
@@ -95,6 +107,7 @@ struct MigrationConfig {
 	// kSenderThreads, zero checks run on this many real threads; their wall time counts.
 	unsigned sender_threads = 2;
 	ZeroDetectionPlace zero_detection_place = ZeroDetectionPlace::kSenderThreads;
+	UntouchedPageReads untouched_page_reads = UntouchedPageReads::kPopulatedMemory;
 	// A guest that dirties faster than the link never converges; QEMU then goes on forever
 	// (or auto-converges by throttling). The model forces stop-and-copy after this many
 	// rounds and reports converged = false.

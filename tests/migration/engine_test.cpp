@@ -89,9 +89,27 @@ TEST(Migration, HintsClearFreePagesBeforeTheSenderReachesThem)
 	// Freed pages are not zero: zero detection must send them, hints skip them.
 	EXPECT_GT(hint.pages_skipped_hinted, (kRam / 4096) / 2);
 	EXPECT_LT(hint.bytes_sent * 5, zero.bytes_sent);
-	EXPECT_GE(m.hinter.rounds_started, 1u);
-	EXPECT_EQ(m.hinter.finished, 1u);
+	EXPECT_GE(m.hinter.rounds_started(), 1u);
+	EXPECT_EQ(m.hinter.finished(), 1u);
 	EXPECT_EQ(m.allocator.counts().used, (4ull << 20) / 4096); // DONE gave every hinted page back
+}
+
+TEST(Migration, HintsFromTheGuestsOwnThreadRaceTheBulkPassAndStillVerify)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFreed), *m.user_memory);
+	workload->prepare();
+	DirectHinter racing(m.allocator, false);
+	auto machine = m.machine(*workload);
+	machine.hints = &racing;
+	machine.set_free_page_observer = [&](FreePageEvents* o) { racing.set_observer(o); };
+	machine.guest_cpu_ms = [&] { return racing.guest_cpu_ms(); };
+	MigrationResult r = migrate(machine, config_for(Strategy::kHintZeroDetect));
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_GE(racing.rounds_started(), 1u);
+	EXPECT_EQ(racing.finished(), 1u);
+	EXPECT_EQ(racing.pages_held(), 0u);
+	EXPECT_LE(r.pages_skipped_hinted, r.hinted_pages_received);
 }
 
 TEST(Migration, ReportedPagesAreSkippedWithoutAScan)
@@ -178,20 +196,21 @@ TEST(Migration, AGuestDirtyingFasterThanTheLinkIsForcedToStopAfterMaxRounds)
 
 // A guest that hints a page it still uses (a lying guest, or a model that applied a hint
 // it should have ignored) loses that page: the verifier must say so.
-class LyingHinter : public testing::DirectHinter
+class LyingHinter : public FreePageHintControl
 {
 public:
-	LyingHinter(BuddyAllocator& allocator, uint64_t victim) : DirectHinter(allocator), victim_(victim) {}
+	explicit LyingHinter(uint64_t victim) : victim_(victim) {}
 	uint32_t start_hint_round() override
 	{
-		const uint32_t id = DirectHinter::start_hint_round();
 		if (observer_ && !lied_) {
-			observer_->hint_round_started(id);
-			observer_->pages_hinted(id, victim_ * 4096, 4096);
+			observer_->hint_round_started(7);
+			observer_->pages_hinted(7, victim_ * 4096, 4096);
 			lied_ = true;
 		}
-		return id;
+		return 7;
 	}
+	void stop_hint_round() override {}
+	void finish_hinting() override {}
 	FreePageEvents* observer_ = nullptr;
 
 private:
@@ -205,14 +224,10 @@ TEST(Migration, VerifierCatchesAPageLostToAWrongHint)
 	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
 	workload->prepare();
 	const uint64_t victim = workload->pages_in_use().front().first_page + 3;
-	LyingHinter liar(m.allocator, victim);
-	liar.hint_on_start = false;
+	LyingHinter liar(victim);
 	auto machine = m.machine(*workload);
 	machine.hints = &liar;
-	machine.set_free_page_observer = [&](FreePageEvents* o) {
-		liar.set_observer(o);
-		liar.observer_ = o;
-	};
+	machine.set_free_page_observer = [&](FreePageEvents* o) { liar.observer_ = o; };
 	MigrationResult r = migrate(machine, config_for(Strategy::kHintZeroDetect));
 	EXPECT_FALSE(r.verified);
 	EXPECT_EQ(r.pages_mismatched, 1u);
@@ -228,8 +243,8 @@ TEST(Migration, HintsOfAStoppedRoundAreIgnored)
 	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
 	workload->prepare();
 	const uint64_t victim = workload->pages_in_use().front().first_page + 5;
-	struct ReusingHinter : testing::DirectHinter {
-		using DirectHinter::DirectHinter;
+	struct ReusingHinter : DirectHinter {
+		ReusingHinter(BuddyAllocator& allocator) : DirectHinter(allocator, true) {}
 		void stop_hint_round() override
 		{
 			DirectHinter::stop_hint_round();
@@ -257,7 +272,7 @@ TEST(Migration, HintsOfAStoppedRoundAreIgnored)
 	machine.pause_guest = [&] {
 		// The device catches up with its queue: the stale hint, with its round's id.
 		if (observer && reusing.reused && !delivered) {
-			observer->pages_hinted(reusing.last_id, victim * 4096, 4096);
+			observer->pages_hinted(reusing.last_cmd_id(), victim * 4096, 4096);
 			delivered = true;
 		}
 	};

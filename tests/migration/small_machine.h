@@ -3,6 +3,7 @@
 // A small machine for the migration model's tests: guest RAM, a kernel area, the guest's
 // page allocator, and stand-ins for the guest and device sides of free page hinting and
 // reporting that act directly on the allocator (the virtqueue path has its own tests).
+// Hints are synchronous here (they win every race); the benchmark hints from a thread.
 #ifndef VB_TESTS_MIGRATION_SMALL_MACHINE_H
 #define VB_TESTS_MIGRATION_SMALL_MACHINE_H
 
@@ -13,67 +14,12 @@
 #include "balloon/free_page_events.h"
 #include "buddy_allocator.h"
 #include "memory/guest_memory.h"
+#include "migration/direct_hinter.h"
 #include "migration/migration.h"
 #include "migration/workload.h"
 
 namespace vbsim::migration::testing
 {
-
-// Hints as Linux's driver does: on a new command id, it takes every free block of the
-// largest order, hints it, and holds it until DONE.
-class DirectHinter : public FreePageHintControl
-{
-public:
-	explicit DirectHinter(BuddyAllocator& allocator) : allocator_(allocator) {}
-
-	void set_observer(FreePageEvents* observer)
-	{
-		std::lock_guard lock(mutex_);
-		observer_ = observer;
-	}
-
-	uint32_t start_hint_round() override
-	{
-		std::lock_guard lock(mutex_);
-		const uint32_t id = ++next_id_ + 1; // 0 and 1 are STOP and DONE in the spec
-		rounds_started++;
-		if (observer_ == nullptr)
-			return id;
-		observer_->hint_round_started(id);
-		if (hint_on_start) {
-			while (auto block = allocator_.allocate(BuddyAllocator::kMaxOrder)) {
-				held_.push_back(*block);
-				observer_->pages_hinted(id, *block * GuestMemory::kPageBytes,
-							GuestMemory::kPageBytes << BuddyAllocator::kMaxOrder);
-			}
-			observer_->hint_round_stopped(id);
-		}
-		last_id = id;
-		return id;
-	}
-	void stop_hint_round() override { rounds_stopped++; }
-	void finish_hinting() override
-	{
-		std::lock_guard lock(mutex_);
-		for (uint64_t block : held_)
-			allocator_.free_run(block, uint64_t{1} << BuddyAllocator::kMaxOrder);
-		held_.clear();
-		finished++;
-	}
-
-	bool hint_on_start = true;
-	uint32_t last_id = 0;
-	unsigned rounds_started = 0;
-	unsigned rounds_stopped = 0;
-	unsigned finished = 0;
-
-private:
-	BuddyAllocator& allocator_;
-	std::mutex mutex_;
-	FreePageEvents* observer_ = nullptr;
-	uint32_t next_id_ = 0;
-	std::vector<uint64_t> held_;
-};
 
 struct SmallMachine {
 	static constexpr uint64_t kKernelPages = 256; // 1 MiB
@@ -81,7 +27,7 @@ struct SmallMachine {
 	explicit SmallMachine(uint64_t ram_bytes, PageBacking backing = PageBacking::kSmallPages)
 		: memory({.size_bytes = ram_bytes, .backing = backing}),
 		  allocator(kKernelPages, ram_bytes / GuestMemory::kPageBytes - kKernelPages),
-		  user_memory(make_allocator_user_memory(memory, allocator)), hinter(allocator)
+		  user_memory(make_allocator_user_memory(memory, allocator)), hinter(allocator, true)
 	{
 		// The kernel area holds data written outside the write helpers: make it non-zero.
 		std::vector<uint8_t> kernel(kKernelPages * GuestMemory::kPageBytes, 0x5a);
