@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "vballoon/spec/virtio_balloon.h"
+
 namespace vbsim
 {
 
@@ -59,6 +61,18 @@ MachineBuilder& MachineBuilder::guest_zeroes_pages(bool also_on_inflate)
 	config_.guest.free_policy = {true, 0};
 	config_.guest.zero_on_inflate = also_on_inflate;
 	return *this;
+}
+
+MachineBuilder& MachineBuilder::free_page_hinting()
+{
+	config_.guest.free_page_hinting = true;
+	return offer(VB_FEATURE(VB_F_FREE_PAGE_HINT));
+}
+
+MachineBuilder& MachineBuilder::page_reporting()
+{
+	config_.guest.page_reporting = true;
+	return offer(VB_FEATURE(VB_F_PAGE_REPORTING));
 }
 
 MachineBuilder& MachineBuilder::prepare_memory(std::function<void(GuestMemory&)> prepare)

@@ -34,6 +34,11 @@ public:
 	// going into it (`also_on_inflate`, the 2017 kernel of seed 004) unless the device
 	// promises initialised pages.
 	MachineBuilder& guest_zeroes_pages(bool also_on_inflate);
+	// Free page hinting (VIRTIO_BALLOON_F_FREE_PAGE_HINT): the device offers it and the
+	// guest runs the hint work item. Needs a profile that can offer it (qemu-7.2, full...).
+	MachineBuilder& free_page_hinting();
+	// Free page reporting (VIRTIO_BALLOON_F_PAGE_REPORTING): offered and used.
+	MachineBuilder& page_reporting();
 	MachineBuilder& prepare_memory(std::function<void(GuestMemory&)> prepare);
 
 	MachineConfig& config() { return config_; }

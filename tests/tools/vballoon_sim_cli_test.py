@@ -19,9 +19,7 @@ import tempfile
 
 RAM_MIB = "128"
 WORKLOADS = ["fresh", "freed", "busy"]
-# The hint strategies join once the machine describes the device's hint controls to the
-# migration model (device-sim/machine/migration_wiring.cpp); until then they fail cleanly.
-STRATEGIES = ["none", "zero-detect", "report", "report+zero-detect"]
+STRATEGIES = ["none", "zero-detect", "hint", "report", "hint+zero-detect", "report+zero-detect"]
 FIELDS = ["workload", "strategy", "bytes_sent", "pages_sent", "host_cpu_ms", "guest_cpu_ms",
           "rounds", "total_ms", "downtime_ms", "verified"]
 
@@ -42,8 +40,8 @@ def check_compare(binary, scratch):
     json_path = os.path.join(scratch, "results.json")
     csv_path = os.path.join(scratch, "results.csv")
     png_path = os.path.join(scratch, "results.png")
-    proc = run(binary, "compare", "--ram-mib", RAM_MIB, "--strategy", ",".join(STRATEGIES),
-               "--json", json_path, "--csv", csv_path, "--plot", png_path)
+    proc = run(binary, "compare", "--ram-mib", RAM_MIB, "--json", json_path, "--csv", csv_path,
+               "--plot", png_path)
     check(proc.returncode == 0, f"compare exited {proc.returncode}: {proc.stderr}")
     for workload in WORKLOADS:
         check(f"workload {workload}" in proc.stdout, f"no table for {workload}:\n{proc.stdout}")

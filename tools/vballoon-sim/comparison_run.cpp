@@ -14,16 +14,6 @@ namespace vbsim
 namespace
 {
 
-uint64_t features_for(migration::Strategy strategy)
-{
-	uint64_t features = 0;
-	if (migration::uses_hints(strategy))
-		features |= VB_FEATURE(VB_F_FREE_PAGE_HINT);
-	if (migration::uses_reports(strategy))
-		features |= VB_FEATURE(VB_F_PAGE_REPORTING);
-	return features;
-}
-
 ComparisonRow failed(ComparisonRow row, const std::string& why)
 {
 	row.result.verified = false;
@@ -56,10 +46,11 @@ ComparisonRow run_one_migration(uint64_t ram_bytes, migration::WorkloadKind work
 	try {
 		// QEMU is the host that migrates; it offers hinting and reporting on request.
 		MachineBuilder builder;
-		builder.ram_bytes(ram_bytes)
-			.backing(PageBacking::kTransparentHugePages)
-			.profile("qemu-7.2")
-			.offer(features_for(config.strategy));
+		builder.ram_bytes(ram_bytes).backing(PageBacking::kTransparentHugePages).profile("qemu-7.2");
+		if (migration::uses_hints(config.strategy))
+			builder.free_page_hinting();
+		if (migration::uses_reports(config.strategy))
+			builder.page_reporting();
 		std::unique_ptr<SimMachine> machine = builder.build();
 		if (std::string refused = machine->boot(); !refused.empty())
 			return failed(row, "the driver could not bind: " + refused);
@@ -69,7 +60,7 @@ ComparisonRow run_one_migration(uint64_t ram_bytes, migration::WorkloadKind work
 		std::unique_ptr<migration::Workload> load =
 			migration::make_workload(workload_for(workload, ram_bytes), *user);
 		load->prepare();
-		migration::MigrationMachine described = describe_for_migration(*machine, load.get());
+		MachineForMigration described(*machine, load.get());
 		{
 			load->start();
 			// The busy workload's thread stops even when the model throws.
@@ -77,7 +68,7 @@ ComparisonRow run_one_migration(uint64_t ram_bytes, migration::WorkloadKind work
 				migration::Workload& workload;
 				~StopOnExit() { workload.stop(); }
 			} stop_on_exit{*load};
-			row.result = migration::migrate(described, config, progress);
+			row.result = migration::migrate(described.described(), config, progress);
 		}
 		machine->guest.remove();
 		if (std::vector<std::string> problems = machine->guest_problems(); !problems.empty())
