@@ -39,7 +39,7 @@ def plot(results, setup, out_path):
     strategies = ordered_unique(r["strategy"] for r in results)
     by_key = {(r["workload"], r["strategy"]): r for r in results}
     width = 0.8 / len(strategies)
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 4.5))
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 5))
     for ax, (field, label, scale) in zip(axes, PANELS):
         for i, strategy in enumerate(strategies):
             xs, heights = [], []
@@ -51,12 +51,13 @@ def plot(results, setup, out_path):
             ax.bar(xs, heights, width, label=strategy)
         ax.set_xticks(range(len(workloads)), workloads)
         ax.set_title(label)
-    axes[0].legend(fontsize="small")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(strategies), fontsize="small")
     title = "vballoon-sim compare"
     if setup.get("ram_mib"):
         title += f": {setup['ram_mib']} MiB guest"
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))  # room for the legend below
     fig.savefig(out_path)
 
 
