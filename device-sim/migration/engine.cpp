@@ -83,6 +83,12 @@ struct RoundCounters {
 	std::atomic<uint64_t> bytes{0};
 	std::atomic<uint64_t> scan_ns{0};
 	std::atomic<uint64_t> copy_ns{0};
+
+	void reset()
+	{
+		for (auto* counter : {&pages_sent, &zero_pages, &skipped_reported, &bytes, &scan_ns, &copy_ns})
+			counter->store(0, std::memory_order_relaxed);
+	}
 };
 
 // The sender threads: each round they take chunks of the to-send bitmap until none is
@@ -285,7 +291,10 @@ void verify(const MigrationMachine& machine, const DestinationImage& destination
 {
 	residency.snapshot();
 	std::vector<PageRange> in_use = machine.pages_in_use();
-	in_use.insert(in_use.end(), machine.always_dirty.begin(), machine.always_dirty.end());
+	// The kernel area changes whenever the guest's driver or the device runs; it can only
+	// be compared when the machine really stops them.
+	if (machine.pause_guest)
+		in_use.insert(in_use.end(), machine.always_dirty.begin(), machine.always_dirty.end());
 	const uint64_t ram_pages = machine.memory->size() / kPage;
 	const uint8_t* base = machine.memory->translate(0, machine.memory->size());
 	std::vector<uint8_t> checked(ram_pages, 0);
@@ -362,14 +371,16 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	resume();
 
 	Senders senders(config, memory, to_send, destination, residency);
-	Senders* senders_for_clock = &senders;
-	std::atomic<RoundCounters*> live_counters_atomic{nullptr};
+	// One set of counters for every round (reset at its start), so the workload's clock can
+	// read them at any time.
+	RoundCounters counters;
+	std::atomic<bool> round_running{false};
 	auto model_now_ms = [&]() -> double {
 		double in_round = 0;
-		if (RoundCounters* c = live_counters_atomic.load(std::memory_order_acquire)) {
-			const double network = double(c->bytes.load(std::memory_order_relaxed)) * 1000.0 /
+		if (round_running.load(std::memory_order_acquire)) {
+			const double network = double(counters.bytes.load(std::memory_order_relaxed)) * 1000.0 /
 					       config.link_bytes_per_second;
-			in_round = std::max(network, ns_to_ms(senders_for_clock->max_thread_cpu_ns()));
+			in_round = std::max(network, ns_to_ms(senders.max_thread_cpu_ns()));
 		}
 		return clock_base_ms.load(std::memory_order_acquire) + in_round;
 	};
@@ -405,12 +416,12 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		uint64_t residency_ns = residency.snapshot();
 		p.pages_dirty = to_send.count();
 
-		RoundCounters counters;
+		counters.reset();
 		clock_base_ms.store(elapsed_ms, std::memory_order_release);
-		live_counters_atomic.store(&counters, std::memory_order_release);
+		round_running.store(true, std::memory_order_release);
 		senders.run_round(counters);
 		const uint64_t critical_sender_ns = senders.max_thread_cpu_ns();
-		live_counters_atomic.store(nullptr, std::memory_order_release);
+		round_running.store(false, std::memory_order_release);
 
 		p.pages_sent = counters.pages_sent.load();
 		p.zero_pages = counters.zero_pages.load();
@@ -451,6 +462,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		p.round_ms = std::max(p.network_ms, sender_ms) + ns_to_ms(round_bitmap_ns);
 		elapsed_ms += p.round_ms;
 		p.elapsed_ms = elapsed_ms;
+		clock_base_ms.store(elapsed_ms, std::memory_order_release);
 		bitmap_ns += round_bitmap_ns;
 
 		result.pages_sent += p.pages_sent;
@@ -498,12 +510,14 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	}
 
 	memory.attach_dirty_log(nullptr);
-	if (hints)
-		machine.hints->finish_hinting(); // QEMU: DONE when migration completes
+	// The destination is compared while the guest still stands still, before DONE lets
+	// the guest reuse its hinted pages.
 	if (config.verify)
 		verify(machine, destination, residency, result);
 	else
 		result.verified = false;
+	if (hints)
+		machine.hints->finish_hinting(); // QEMU: DONE when migration completes
 	if (machine.workload)
 		machine.workload->set_clock({});
 	resume();

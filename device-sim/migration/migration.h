@@ -202,7 +202,11 @@ struct MigrationMachine {
 	std::function<void(FreePageEvents*)> set_free_page_observer;
 	// Free page reporting happens on the guest's own schedule; a machine that has it wires
 	// set_free_page_observer too (pages_reported) and the model also reads residency.
-	// Stop-and-copy: the guest and its devices stand still between these two.
+	// Stop-and-copy: the guest and its devices stand still between these two (no driver,
+	// device or workload thread writes guest RAM). With them, verification covers the
+	// always-dirty ranges too; without them, only pages_in_use (a machine whose driver and
+	// device threads cannot be stopped leaves them empty). The workload below is paused
+	// either way.
 	std::function<void()> pause_guest;
 	std::function<void()> resume_guest;
 	// Guest CPU spent on hinting and reporting so far, in ms (optional).

@@ -68,15 +68,18 @@ class PageWriter
 public:
 	explicit PageWriter(GuestMemory& ram) : ram_(ram), buffer_(kPage / 8) {}
 
+	// One batch of marks per call (one atomic OR per 64 neighbouring pages): the dirty log
+	// is attached and detached only while the workload is paused between calls.
 	uint64_t write(const std::vector<PageRange>& runs)
 	{
+		DirtyMarker marker(ram_.dirty_log());
 		uint64_t pages = 0;
 		for (const PageRange& run : runs)
 			for (uint64_t page = run.first_page; page < run.first_page + run.pages; page++) {
 				const uint64_t stamp = (++generation_ << 24) ^ (page * 0x9e3779b97f4a7c15ull);
 				for (size_t i = 0; i < buffer_.size(); i++)
 					buffer_[i] = stamp + i * 0x100000001b3ull;
-				if (!ram_.write(page * kPage, buffer_.data(), kPage))
+				if (!ram_.write(page * kPage, buffer_.data(), kPage, marker))
 					throw std::logic_error("workload page outside guest RAM");
 				pages++;
 			}

@@ -26,6 +26,7 @@ namespace vbsim
 
 class GuestMemory;
 class BuddyAllocator;
+class SimGuest;
 
 namespace migration
 {
@@ -44,6 +45,10 @@ public:
 // GuestUserMemory over a buddy allocator (the simulated guest's own, or a bare one in tests).
 std::unique_ptr<GuestUserMemory> make_allocator_user_memory(GuestMemory& ram,
 							      BuddyAllocator& allocator);
+// GuestUserMemory of a running simulated guest: allocations go through its memory
+// pressure path (the free page hint shrinker, then the OOM notifier), as user programs'
+// page faults would.
+std::unique_ptr<GuestUserMemory> make_sim_guest_user_memory(GuestMemory& ram, SimGuest& guest);
 
 enum class WorkloadKind : uint8_t { kFresh, kFreed, kBusy };
 const char* workload_name(WorkloadKind kind);

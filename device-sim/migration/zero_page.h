@@ -17,7 +17,7 @@ const char* zero_check_kind();
 
 // The racy reads the source makes of pages the guest may be writing at that moment (the
 // dirty log sends them again if so). Plain copies in normal builds; under
-// ThreadSanitizer, relaxed word loads so the intended race is not reported.
+// ThreadSanitizer, word loops it does not watch, so the intended race is not reported.
 void copy_guest_page(uint8_t* to, const uint8_t* page);
 
 } // namespace vbsim::migration

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The migration model on the whole simulated machine: the driver core in the simulated
+// guest hints and reports through its virtqueues, the balloon device tells the model
+// (FreePageEvents) and takes the host's round controls, the workload allocates through
+// the guest. The guest's driver and device threads cannot be frozen, so the kernel area is
+// not compared here (the small-machine tests compare it); every workload page is.
+#include <gtest/gtest.h>
+
+#include "../system/system_fixture.h"
+#include "migration/migration.h"
+#include "migration/workload.h"
+
+namespace vbsim::migration
+{
+namespace
+{
+
+using vbtest::Machine;
+using vbtest::MachineOptions;
+
+struct MigratingMachine {
+	explicit MigratingMachine(bool hinting, bool reporting)
+		: machine(options(hinting, reporting)),
+		  user_memory(make_sim_guest_user_memory(machine.memory, machine.guest))
+	{
+		machine.boot();
+	}
+
+	static MachineOptions options(bool hinting, bool reporting)
+	{
+		MachineOptions o;
+		o.ram_bytes = 64ull << 20;
+		uint64_t features = 0;
+		if (hinting)
+			features |= VB_FEATURE(VB_F_FREE_PAGE_HINT);
+		if (reporting)
+			features |= VB_FEATURE(VB_F_PAGE_REPORTING);
+		o.device.profile = qemu_7_2_profile(features);
+		o.guest.free_page_hinting = hinting;
+		o.guest.page_reporting = reporting;
+		return o;
+	}
+
+	MigrationMachine for_migration(Workload& workload)
+	{
+		MigrationMachine m;
+		m.memory = &machine.memory;
+		m.always_dirty = {{0, SimGuestOptions{}.kernel_bytes / 4096}};
+		m.pages_in_use = [&workload] { return workload.pages_in_use(); };
+		m.hints = &hint_control;
+		m.set_free_page_observer = [this](FreePageEvents* o) { machine.device.set_free_page_events(o); };
+		m.workload = &workload;
+		return m;
+	}
+
+	// The device's host controls, as the migration model drives them.
+	struct DeviceHintControl : FreePageHintControl {
+		explicit DeviceHintControl(BalloonDevice& d) : device(d) {}
+		uint32_t start_hint_round() override { return device.start_hint_round(); }
+		void stop_hint_round() override { device.stop_hint_round(); }
+		void finish_hinting() override { device.finish_hinting(); }
+		BalloonDevice& device;
+	};
+
+	Machine machine;
+	std::unique_ptr<GuestUserMemory> user_memory;
+	DeviceHintControl hint_control{machine.device};
+};
+
+WorkloadConfig small(WorkloadKind kind)
+{
+	WorkloadConfig c;
+	c.kind = kind;
+	c.working_set_bytes = 4ull << 20;
+	c.busy_live_bytes = 4ull << 20;
+	c.busy_allocation_bytes = 256ull << 10;
+	c.busy_bytes_per_second = 100.0 * (1 << 20);
+	return c;
+}
+
+TEST(MigrationEndToEnd, DriverHintsThroughTheDeviceSkipFreedPages)
+{
+	MigratingMachine m(true, false);
+	auto workload = make_workload(small(WorkloadKind::kFreed), *m.user_memory);
+	workload->prepare();
+	auto machine = m.for_migration(*workload);
+	MigrationConfig config;
+	config.strategy = Strategy::kZeroDetect;
+	MigrationResult zero = migrate(machine, config);
+	ASSERT_TRUE(zero.verified) << zero.error;
+	config.strategy = Strategy::kHintZeroDetect;
+	MigrationResult hint = migrate(machine, config);
+	ASSERT_TRUE(hint.verified) << hint.error;
+	EXPECT_GT(hint.hinted_pages_received, 0u);
+	EXPECT_LE(hint.pages_skipped_hinted, hint.hinted_pages_received);
+	EXPECT_LT(hint.bytes_sent, zero.bytes_sent);
+	// DONE gave every hinted page back to the guest.
+	EXPECT_TRUE(m.machine.guest.wait_for([&] { return m.machine.guest.core()->hint_held_pages() == 0; },
+					     vbtest::kSettleTimeout));
+}
+
+TEST(MigrationEndToEnd, BusyGuestWithHintsVerifies)
+{
+	MigratingMachine m(true, false);
+	auto workload = make_workload(small(WorkloadKind::kBusy), *m.user_memory);
+	workload->prepare();
+	workload->start();
+	auto machine = m.for_migration(*workload);
+	MigrationConfig config;
+	config.strategy = Strategy::kHint;
+	config.link_bytes_per_second = 256.0 * (1 << 20);
+	MigrationResult r = migrate(machine, config);
+	workload->stop();
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_GE(r.rounds, 2u);
+	EXPECT_GT(workload->stats().allocations, 1u);
+}
+
+TEST(MigrationEndToEnd, ReportedPagesAreSkipped)
+{
+	MigratingMachine m(false, true);
+	auto workload = make_workload(small(WorkloadKind::kFreed), *m.user_memory);
+	workload->prepare();
+	// The guest reports its free blocks on its own schedule; wait until most are gone.
+	const uint64_t ram_pages = m.machine.memory.size() / 4096;
+	ASSERT_TRUE(m.machine.guest.wait_for(
+		[&] { return m.machine.memory.resident_bytes(0, m.machine.memory.size()) / 4096 < ram_pages / 2; },
+		vbtest::kSettleTimeout));
+	auto machine = m.for_migration(*workload);
+	MigrationConfig config;
+	config.strategy = Strategy::kReportZeroDetect;
+	MigrationResult r = migrate(machine, config);
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_GT(r.pages_skipped_reported, ram_pages / 2);
+}
+
+} // namespace
+} // namespace vbsim::migration
