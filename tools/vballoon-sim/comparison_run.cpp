@@ -55,8 +55,10 @@ ComparisonRow run_one_migration(uint64_t ram_bytes, migration::WorkloadKind work
 		if (std::string refused = machine->boot(); !refused.empty())
 			return failed(row, "the driver could not bind: " + refused);
 
+		// User programs allocate through the guest's pressure path (the hint shrinker, then
+		// the OOM notifier), as their page faults would.
 		std::unique_ptr<migration::GuestUserMemory> user =
-			migration::make_allocator_user_memory(machine->memory, machine->guest.allocator());
+			migration::make_sim_guest_user_memory(machine->memory, machine->guest);
 		std::unique_ptr<migration::Workload> load =
 			migration::make_workload(workload_for(workload, ram_bytes), *user);
 		load->prepare();
