@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 ci/install-deps.sh
 ci/build.sh plain >/dev/null
 case "${1:-}" in
-compare | inflate | -h | --help) ;;
+compare | inflate) ;;
 *) set -- compare "$@" ;;
 esac
 exec build/tools/vballoon-sim "$@"
