@@ -2,10 +2,17 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The main job on its built-in default scenario: install what is needed, build, then
-# inflate and deflate a simulated 2 GiB guest and print what the host saw.
-# Arguments are passed to vballoon-sim (try --help).
+# live-migrate a simulated 8 GiB guest with every strategy side by side (none, zero
+# detection, free page hinting, free page reporting and the combinations) for each workload
+# (fresh, freed, busy), and print a table per workload.
+# Arguments are passed to `vballoon-sim compare` (try --help); a first argument naming a
+# subcommand picks that one instead: `ci/demo.sh inflate` is the inflate/deflate scenario.
 set -eu
 cd "$(dirname "$0")/.."
 ci/install-deps.sh
 ci/build.sh plain >/dev/null
+case "${1:-}" in
+compare | inflate) ;;
+*) set -- compare "$@" ;;
+esac
 exec build/tools/vballoon-sim "$@"

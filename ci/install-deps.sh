@@ -3,8 +3,9 @@
 #
 # Install every Debian 12 package the project needs: the userspace build (CMake, GoogleTest,
 # Google Benchmark, CLI11, nlohmann-json, fmt), the fuzzers (clang + its runtime), the kernel
-# module build (linux-headers-amd64, g++-12), and the QEMU guest suite (qemu-system-x86,
-# busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest).
+# module build (linux-headers-amd64, g++-12), the QEMU guest suite (qemu-system-x86,
+# busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest), and the plot of
+# `vballoon-sim compare` (python3-matplotlib).
 #
 # Idempotent and quiet: when every package is already installed it does nothing, not even
 # `apt-get update`. Needs root (or sudo) only when something is missing.
@@ -23,6 +24,7 @@ nlohmann-json3-dev
 libfmt-dev
 python3
 python3-pytest
+python3-matplotlib
 qemu-system-x86
 busybox-static
 linux-headers-amd64

@@ -8,14 +8,13 @@
 #include <cerrno>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
 
-#include "balloon/balloon_device.h"
-#include "balloon/balloon_profile.h"
-#include "sim_guest.h"
+#include "machine/machine_builder.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 // Linux 5.14; older libc headers lack the name
@@ -259,34 +258,34 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 	if (mode.is_limit())
 		return run_limit(config);
 
-	std::optional<vbsim::BalloonProfile> profile = vbsim::profile_by_name(config.profile);
-	if (!profile)
-		throw std::invalid_argument("unknown device profile " + config.profile);
+	uint64_t extra_features = 0;
 	if (mode.chunked())
-		profile->offered_features |= VB_FEATURE(VB_F_X_CHUNKED);
+		extra_features |= VB_FEATURE(VB_F_X_CHUNKED);
 	if (mode.zeroing == Zeroing::kHost)
-		profile->offered_features |= VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
+		extra_features |= VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
 
 	RunSample sample;
-	GuestMemory memory({config.ram_bytes, config.backing});
-	populate(memory, config.populate_threads, sample);
+	vbsim::MachineBuilder builder;
+	builder.ram_bytes(config.ram_bytes)
+		.backing(config.backing)
+		.profile(config.profile)
+		.offer(extra_features)
+		.discard_mode(mode.discard_mode())
+		.host_page_bytes(config.host_page_bytes)
+		.max_chunk_order(mode.max_chunk_order())
+		// Resident before the device and the guest exist, timed on its own.
+		.prepare_memory([&config, &sample](GuestMemory& memory) {
+			populate(memory, config.populate_threads, sample);
+		});
+	// init_on_free, and zeroing on the way into the balloon unless the host does it.
+	if (mode.zeroing != Zeroing::kNone)
+		builder.guest_zeroes_pages(true);
+	const std::unique_ptr<vbsim::SimMachine> machine = builder.build();
+	GuestMemory& memory = machine->memory;
+	vbsim::BalloonDevice& device = machine->device;
+	vbsim::SimGuest& guest = machine->guest;
 
-	vbsim::BalloonDeviceOptions device_options;
-	device_options.profile = *profile;
-	device_options.discard_mode = mode.discard_mode();
-	device_options.host_page_bytes = config.host_page_bytes;
-	vbsim::BalloonDevice device(memory, device_options);
-	vbsim::SimGuestOptions guest_options;
-	guest_options.max_chunk_order = mode.max_chunk_order();
-	if (mode.zeroing != Zeroing::kNone) {
-		// init_on_free, and zeroing on the way into the balloon unless the host does it.
-		guest_options.free_policy = {true, 0};
-		guest_options.zero_on_inflate = true;
-	}
-	vbsim::SimGuest guest(memory, device.transport(), guest_options);
-	guest.set_host_owns_probe([&device](uint64_t pfn) { return device.host_owns(pfn); });
-
-	const std::string refused = guest.probe();
+	const std::string refused = machine->boot();
 	if (!refused.empty()) {
 		sample.problems.push_back("the driver could not bind: " + refused);
 		return sample;
@@ -334,13 +333,8 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 	if (after_deflate.rejected)
 		sample.problems.push_back(
 			fmt::format("the device rejected {} inputs", after_deflate.rejected));
-	const vbsim::SimOsCounters& os = guest.os().counters();
-	if (os.must_tell_host_violations.load())
-		sample.problems.push_back("a page was reused while the host still owned it");
-	if (os.bad_page_operations.load())
-		sample.problems.push_back("the guest saw bad page operations");
-	if (const std::string accounting = guest.check_accounting(); !accounting.empty())
-		sample.problems.push_back("guest accounting: " + accounting);
+	for (std::string& problem : machine->guest_problems())
+		sample.problems.push_back(std::move(problem));
 	guest.remove();
 	return sample;
 }

@@ -2,6 +2,7 @@
 #include "sim_guest.h"
 
 #include <poll.h>
+#include <time.h>
 
 #include <new>
 #include <sstream>
@@ -23,6 +24,14 @@ constexpr uint64_t kDeviceSpecificBits = (1ull << 24) - 1;
 uint64_t align_up(uint64_t value, uint64_t align)
 {
 	return (value + align - 1) / align * align;
+}
+
+// This thread's CPU time: what guest work cost, without the time it waited for the device.
+uint64_t thread_cpu_ns()
+{
+	timespec now{};
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+	return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
 }
 
 } // namespace
@@ -191,7 +200,10 @@ void SimGuest::adjust_pass()
 void SimGuest::worker()
 {
 	int stats_fd = os_->call_fd(vb::QueueKind::kStats);
-	adjust_pass(); // a target set before the driver bound counts too
+	{
+		std::lock_guard running(vcpu_);
+		adjust_pass(); // a target set before the driver bound counts too
+	}
 	for (;;) {
 		struct pollfd fds[4] = {{stop_.fd(), POLLIN, 0},
 					{transport_.config_change_fd(), POLLIN, 0},
@@ -201,6 +213,7 @@ void SimGuest::worker()
 			continue;
 		if (fds[0].revents & POLLIN)
 			return;
+		std::lock_guard running(vcpu_);
 		if (stats_fd >= 0 && fds[3].revents & POLLIN) {
 			uint64_t drained;
 			if (read(stats_fd, &drained, sizeof(drained)) < 0) {
@@ -244,7 +257,10 @@ void SimGuest::hint_worker()
 			return;
 		if (fds[1].revents & POLLIN) {
 			hint_work_.drain();
+			std::lock_guard running(vcpu_);
+			const uint64_t start = thread_cpu_ns();
 			core_->handle_free_page_hint();
+			free_page_cpu_ns_ += thread_cpu_ns() - start;
 			note_progress();
 		}
 	}
@@ -265,7 +281,13 @@ void SimGuest::report_worker()
 		if (poll(&stop, 1, static_cast<int>(options_.report_delay.count())) > 0)
 			return;
 		report_request_.drain();
-		bool more = report_pass();
+		bool more;
+		{
+			std::lock_guard running(vcpu_);
+			const uint64_t start = thread_cpu_ns();
+			more = report_pass();
+			free_page_cpu_ns_ += thread_cpu_ns() - start;
+		}
 		report_passes_++;
 		note_progress();
 		if (more)
@@ -303,6 +325,16 @@ bool SimGuest::report_pass()
 			more = true;
 	}
 	return more;
+}
+
+void SimGuest::pause()
+{
+	vcpu_.lock();
+}
+
+void SimGuest::resume()
+{
+	vcpu_.unlock();
 }
 
 uint64_t SimGuest::shrink_free_page_hints(uint64_t pages)

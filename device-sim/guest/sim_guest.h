@@ -91,6 +91,13 @@ public:
 	// Compaction moves ballooned page `pfn` to a free page; false when the balloon was busy
 	// or no page was free.
 	bool migrate_balloon_page(uint64_t pfn);
+	// A paused VM: the guest's own threads (config changes, stats, hint work, reporting)
+	// finish the work item they are in and then stand still until resume(), so nothing
+	// the guest does changes its RAM (a live migration's stop-and-copy). Interrupts that
+	// arrive meanwhile are handled after resume(). Call both from the same thread; user
+	// memory allocated by other threads is not stopped.
+	void pause();
+	void resume();
 	// The shrinker's scan: gives at least `pages` held as free page hints back (whole
 	// blocks). Returns the pages freed.
 	uint64_t shrink_free_page_hints(uint64_t pages);
@@ -98,6 +105,9 @@ public:
 	// adjust pass, a stats reply, a hint work item, a reporting pass); false on timeout.
 	bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 	uint64_t report_passes() const { return report_passes_; }
+	// CPU the guest's threads spent on free page hint work items and reporting passes
+	// (their own thread CPU time, not the time waiting for the device), in ms.
+	double free_page_cpu_ms() const { return free_page_cpu_ns_.load() / 1e6; }
 
 	void set_host_owns_probe(SimOs::HostOwnsPage probe) { os_->set_host_owns_probe(std::move(probe)); }
 
@@ -151,6 +161,9 @@ private:
 	std::atomic<uint64_t> oom_notifications_{0};
 	std::atomic<uint64_t> user_pages_{0};
 	std::atomic<uint64_t> report_passes_{0};
+	std::atomic<uint64_t> free_page_cpu_ns_{0};
+	// Held by a guest thread for each work item, and by pause() until resume().
+	std::mutex vcpu_;
 };
 
 } // namespace vbsim

@@ -10,8 +10,7 @@
 #include <chrono>
 #include <memory>
 
-#include "balloon/balloon_device.h"
-#include "sim_guest.h"
+#include "machine/sim_machine.h"
 
 namespace vbtest {
 
@@ -21,21 +20,14 @@ using namespace std::chrono_literals;
 constexpr auto kSettleTimeout = 60s;
 constexpr uint64_t kPageBytes = 4096;
 
-struct MachineOptions {
-	uint64_t ram_bytes = 64ull << 20;
-	vbsim::PageBacking backing = vbsim::PageBacking::kSmallPages;
-	vbsim::BalloonDeviceOptions device;
-	vbsim::SimGuestOptions guest;
-};
+// Defaults: 64 MiB of 4 KiB pages, the full device profile.
+using MachineOptions = vbsim::MachineConfig;
 
-class Machine {
+// The shared simulated machine, checked when it goes away: a test that leaves the guest's
+// accounting broken or reused a page the host owned fails here.
+class Machine : public vbsim::SimMachine {
 public:
-	explicit Machine(const MachineOptions& options = {})
-		: memory({options.ram_bytes, options.backing}), device(memory, options.device),
-		  guest(memory, device.transport(), options.guest)
-	{
-		guest.set_host_owns_probe([this](uint64_t pfn) { return device.host_owns(pfn); });
-	}
+	explicit Machine(const MachineOptions& options = {}) : SimMachine(options) {}
 
 	~Machine()
 	{
@@ -44,22 +36,15 @@ public:
 		EXPECT_EQ(guest.os().counters().bad_page_operations.load(), 0u);
 	}
 
-	void boot() { ASSERT_EQ(guest.probe(), ""); }
+	void boot() { ASSERT_EQ(SimMachine::boot(), ""); }
 
 	// Sets the target and waits for the driver to settle or stall.
 	vb::StepResult balloon_to(uint32_t pages)
 	{
-		device.set_target_pages(pages);
-		auto result = guest.wait_until_settled(kSettleTimeout);
+		auto result = settle_at(pages, kSettleTimeout);
 		EXPECT_TRUE(result) << "the driver did not settle";
 		return result.value_or(vb::StepResult::kMoreWork);
 	}
-
-	uint64_t guest_pages() const { return guest.allocator().frame_count(); }
-
-	vbsim::GuestMemory memory;
-	vbsim::BalloonDevice device;
-	vbsim::SimGuest guest;
 };
 
 inline bool page_is_zero(const vbsim::GuestMemory& memory, uint64_t pfn)

@@ -5,9 +5,9 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 
-#include "balloon/balloon_device.h"
-#include "sim_guest.h"
+#include "machine/machine_builder.h"
 
 namespace vbsim {
 
@@ -65,34 +65,27 @@ void record_phase(PhaseResult& phase, const Snapshot& before, const Snapshot& af
 					: after.driver_messages_deflate - before.driver_messages_deflate;
 }
 
-uint64_t resident_mib(const GuestMemory& memory)
-{
-	return memory.resident_bytes(0, memory.size()) >> 20;
-}
-
 } // namespace
 
 std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* result)
 {
-	auto profile = profile_by_name(options.profile);
-	if (!profile)
-		return "unknown device profile " + options.profile;
-	if (options.chunked) {
-		profile->offered_features |= VB_FEATURE(VB_F_X_CHUNKED);
-		profile->name = "chunked";
+	MachineBuilder builder;
+	builder.ram_bytes(uint64_t{options.ram_mib} << 20)
+		.backing(options.backing)
+		.offer(options.chunked ? VB_FEATURE(VB_F_X_CHUNKED) : 0)
+		.discard_mode(options.discard_mode)
+		.max_chunk_order(options.max_chunk_order);
+	try {
+		builder.profile(options.profile);
+	} catch (const std::invalid_argument& unknown) {
+		return unknown.what();
 	}
+	std::unique_ptr<SimMachine> machine = builder.build();
+	GuestMemory& memory = machine->memory;
+	BalloonDevice& device = machine->device;
+	SimGuest& guest = machine->guest;
 
-	GuestMemory memory({static_cast<uint64_t>(options.ram_mib) << 20, options.backing});
-	BalloonDeviceOptions device_options;
-	device_options.profile = *profile;
-	device_options.discard_mode = options.discard_mode;
-	BalloonDevice device(memory, device_options);
-	SimGuestOptions guest_options;
-	guest_options.max_chunk_order = options.max_chunk_order;
-	SimGuest guest(memory, device.transport(), guest_options);
-	guest.set_host_owns_probe([&device](uint64_t pfn) { return device.host_owns(pfn); });
-
-	std::string refused = guest.probe();
+	std::string refused = machine->boot();
 	if (!refused.empty())
 		return "the driver could not bind: " + refused;
 	result->negotiated_features = guest.negotiated_features();
@@ -103,7 +96,7 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 	UserMemory dirty = guest.allocate_user_memory(uint64_t{options.dirty_mib} * kPagesPerMib, 0x5a);
 	guest.free_user_memory(dirty);
 	result->dirty_ms = ms_since(start);
-	result->resident_mib_before = resident_mib(memory);
+	result->resident_mib_before = machine->resident_mib();
 
 	uint32_t target = options.balloon_mib * kPagesPerMib;
 	Snapshot before = Snapshot::take(device, guest);
@@ -116,7 +109,7 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 	Snapshot inflated = Snapshot::take(device, guest);
 	record_phase(result->inflate, before, inflated, true);
 	result->inflate.actual_pages = device.actual_pages();
-	result->inflate.resident_mib_after = resident_mib(memory);
+	result->inflate.resident_mib_after = machine->resident_mib();
 	if (device.actual_pages() != target)
 		result->problems.push_back(fmt::format("actual is {} pages after inflating, not {}",
 						       device.actual_pages(), target));
@@ -130,7 +123,7 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 		return "the balloon did not settle while deflating";
 	record_phase(result->deflate, inflated, Snapshot::take(device, guest), false);
 	result->deflate.actual_pages = device.actual_pages();
-	result->deflate.resident_mib_after = resident_mib(memory);
+	result->deflate.resident_mib_after = machine->resident_mib();
 
 	// Every deflated page reads back as zero: the host really dropped what it held.
 	for (const vb::PageRun& run : ballooned) {
@@ -146,13 +139,9 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 	if (result->zero_check_failures)
 		result->problems.push_back(fmt::format("{} deflated pages did not read back as zero",
 						       result->zero_check_failures));
-	for (size_t i = 0; i < kBalloonRejectionCount; i++)
-		result->rejected_inputs += device.counters().rejected[i].load();
-	std::string accounting = guest.check_accounting();
-	if (!accounting.empty())
-		result->problems.push_back("guest accounting: " + accounting);
-	if (guest.os().counters().must_tell_host_violations)
-		result->problems.push_back("a page was reused while the host still owned it");
+	result->rejected_inputs = machine->rejected_inputs();
+	for (std::string& problem : machine->guest_problems())
+		result->problems.push_back(std::move(problem));
 	guest.remove();
 	return "";
 }

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "machine/migration_wiring.h"
+
+#include "vballoon/spec/virtio_balloon.h"
+
+namespace vbsim
+{
+
+MachineForMigration::MachineForMigration(SimMachine& machine, migration::Workload* workload)
+	: hints_(machine.device)
+{
+	described_.memory = &machine.memory;
+	// The rings and the core object live there and are written directly (sim_guest.h).
+	described_.always_dirty = {{0, machine.config.guest.kernel_bytes / GuestMemory::kPageBytes}};
+	described_.pages_in_use = [workload] {
+		return workload ? workload->pages_in_use() : std::vector<migration::PageRange>{};
+	};
+	described_.workload = workload;
+	if (machine.device.profile().offered_features & VB_FEATURE(VB_F_FREE_PAGE_HINT)) {
+		described_.hints = &hints_;
+		BalloonDevice* device = &machine.device;
+		described_.set_free_page_observer = [device](FreePageEvents* observer) {
+			device->set_free_page_events(observer);
+		};
+	}
+	SimGuest* guest = &machine.guest;
+	described_.pause_guest = [guest] { guest->pause(); };
+	described_.resume_guest = [guest] { guest->resume(); };
+	described_.guest_cpu_ms = [guest] { return guest->free_page_cpu_ms(); };
+}
+
+} // namespace vbsim
