@@ -3,8 +3,8 @@
 #
 # Install every Debian 12 package the project needs: the userspace build (CMake, GoogleTest,
 # Google Benchmark, CLI11, nlohmann-json, fmt), the fuzzers (clang + its runtime), the kernel
-# module build (linux-headers-amd64, g++-12) and its packaging (dkms), and the QEMU guest
-# suite (qemu-system-x86, busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest).
+# module build (linux-headers-amd64, g++-12), and the QEMU guest suite (qemu-system-x86,
+# busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest).
 #
 # Idempotent and quiet: when every package is already installed it does nothing, not even
 # `apt-get update`. Needs root (or sudo) only when something is missing.
@@ -26,6 +26,7 @@ python3-pytest
 qemu-system-x86
 busybox-static
 linux-headers-amd64
+# dkms: ci/dkms-build.sh, the module packaged as users install it
 dkms
 kmod
 cpio
