@@ -70,12 +70,13 @@ public:
 	static constexpr unsigned kLargestChunkOrder = 9;
 	// Allocated blocks beyond 16 TiB held aside in one step before it gives up.
 	static constexpr size_t kUnreachableHeld = 16;
-	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one step may move:
-	// 1 GiB, 512 blocks of 2 MiB (the run arrays bound it when memory is fragmented). Each
-	// step costs a kick and an interrupt, each a wakeup on both sides; at 256 MiB a step
-	// those were a fifth of a 7 GiB inflate on THP (bench/inflate).
+	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one step may move
+	// (runs of 2 MiB make this 128 runs; the run arrays bound it when memory is fragmented).
+	// 1 GiB steps (7 kicks instead of 28 for 7 GiB) measured no faster in bench/inflate:
+	// the wakeups are not where the time goes, and a longer step holds the balloon lock
+	// longer.
 	static constexpr uint32_t kChunksPerMessageMax = 32;
-	static constexpr uint64_t kChunkedStepPfns = 262144;
+	static constexpr uint64_t kChunkedStepPfns = 65536;
 	static constexpr size_t kRunsPerStep = kPfnsPerStep;
 
 	Balloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits)
