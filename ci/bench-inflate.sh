@@ -8,6 +8,7 @@
 #   ci/bench-inflate.sh                               # 8 GiB guest, 7 GiB balloon, 3 reps
 #   ci/bench-inflate.sh --reps 5 --json inflate.json
 #   ci/bench-inflate.sh --modes chunked,limit --ram-gib 2 --balloon-gib 1.5
+#   ci/bench-inflate.sh --sweep 1,2,4,8,16          # cost per GiB across guest sizes
 set -eu
 cd "$(dirname "$0")/.."
 

@@ -28,6 +28,8 @@ python3-matplotlib
 qemu-system-x86
 busybox-static
 linux-headers-amd64
+# dkms: ci/dkms-build.sh, the module packaged as users install it
+dkms
 kmod
 cpio
 xz-utils

@@ -52,3 +52,6 @@ driver/linux/check-no-compaction.sh
 step "QEMU guest suite"
 # Debian's interpreter, which has python3-pytest, whatever else is first on PATH.
 /usr/bin/python3 -m pytest tests/guest -v
+
+step "kernel module packaged with DKMS (clean clone; add, build, install, remove)"
+ci/dkms-build.sh

@@ -5,6 +5,7 @@
 // next to the machine's limit; prints how it ran, the tables and the ratios, and the JSON.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "machine_info.h"
 #include "modes.h"
 #include "report.h"
+#include "sweep.h"
 
 namespace
 {
@@ -47,6 +49,49 @@ int usage_error(const std::string& message)
 {
 	fmt::print(stderr, "vballoon-bench-inflate: {}\n", message);
 	return 2;
+}
+
+// --sweep: every size in turn, each point skipped when its guest does not fit.
+int run_sweep_command(std::vector<uint64_t> sizes_gib, unsigned reps, const BenchConfig& config,
+		      const std::string& modes_list, const std::vector<Mode>& modes,
+		      const std::string& json_path)
+{
+	std::sort(sizes_gib.begin(), sizes_gib.end());
+	if (sizes_gib.front() == 0 || sizes_gib.back() > 1024)
+		return usage_error("--sweep sizes are whole GiB from 1 to 1024");
+	SweepOptions options;
+	options.ram_gib = sizes_gib;
+	options.reps = reps;
+	options.host_margin_bytes = kHostMarginBytes;
+	options.base = config;
+	options.base.populate_threads = std::max(1u, read_machine_info().cpus);
+	std::string error;
+	options.modes = modes_list == "all" ? *parse_modes("pfn-merged,chunked,limit", &error) : modes;
+	fmt::print("vballoon-bench-inflate --sweep: guests of {} GiB, balloon 7/8 of RAM, {} reps "
+		   "({} from {} GiB on), backing {}, profile {}; load average before: {}\n",
+		   fmt::join(sizes_gib, ", "), reps, std::max(1u, reps - 1),
+		   options.fewer_reps_from_gib,
+		   config.backing == vbsim::PageBacking::kTransparentHugePages ? "thp" : "small",
+		   config.profile, load_average());
+	std::fflush(stdout);
+	SweepResult result;
+	try {
+		result = run_sweep(options);
+	} catch (const std::exception& e) {
+		fmt::print(stderr, "vballoon-bench-inflate: {}\n", e.what());
+		return 1;
+	}
+	fmt::print("{}load average after: {}\n", sweep_text(result), load_average());
+	if (!json_path.empty()) {
+		std::ofstream json_file(json_path);
+		json_file << sweep_json(result).dump(2) << "\n";
+		if (!json_file)
+			return usage_error(fmt::format("--json {}: writing failed", json_path));
+	}
+	for (const SweepPoint& point : result.points)
+		if (!point.problems.empty())
+			return 1;
+	return 0;
 }
 
 } // namespace
@@ -86,6 +131,11 @@ int main(int argc, char** argv)
 		     "The device discards a 2 MiB host page only once all of it is ballooned "
 		     "(default: it discards what each request names, as QEMU and Firecracker do)");
 	app.add_option("--json", json_path, "Also write the results as JSON to this file");
+	std::vector<uint64_t> sweep_gib;
+	app.add_option("--sweep", sweep_gib,
+		       "Scale sweep instead: these guest sizes in GiB (e.g. 1,2,4,8,16), the "
+		       "balloon 7/8 of each; modes default to pfn-merged,chunked,limit")
+		->delimiter(',');
 	CLI11_PARSE(app, argc, argv);
 
 	BenchConfig config;
@@ -128,6 +178,8 @@ int main(int argc, char** argv)
 	const std::optional<std::vector<Mode>> modes = parse_modes(modes_list, &error);
 	if (!modes)
 		return usage_error("--modes: " + error);
+	if (!sweep_gib.empty())
+		return run_sweep_command(sweep_gib, reps, config, modes_list, *modes, json_path);
 	const uint64_t available = mem_available_bytes();
 	if (available && config.ram_bytes + kHostMarginBytes > available)
 		return usage_error(fmt::format(

@@ -434,6 +434,39 @@ TEST(BalloonCoreChunked, EachChunkTravelsAsOneDescriptor)
 	EXPECT_EQ(guest.balloon.balloon_pfns(), 8192u);
 }
 
+TEST(BalloonCoreChunked, EachContiguousRangeTravelsAsOneDescriptor)
+{
+	// The buddy allocator splits 4 MiB blocks and hands them out in falling address
+	// order: the 2 MiB blocks arrive as [a, a+2M), [a+2M, a+4M), [a-4M, a-2M), [a-2M, a).
+	Guest guest(kChunked);
+	guest.os.chunked = true;
+	guest.set_target(17 * 512); // 34 MiB: seventeen 2 MiB blocks
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+
+	// What was allocated, as maximal contiguous ranges.
+	std::map<uint64_t, uint64_t> blocks;
+	for (const Event& e : guest.os.events_of(Event::kAlloc))
+		blocks[e.first_pfn] = e.count;
+	size_t ranges = 0;
+	uint64_t end = UINT64_MAX;
+	for (const auto& [first, count] : blocks) {
+		ranges += first != end;
+		end = first + count;
+	}
+	ASSERT_EQ(blocks.size(), 17u);
+	ASSERT_LT(ranges, 4u) << "the fake's free memory should be mostly contiguous";
+
+	std::vector<Event> inflate_adds;
+	for (const Event& e : guest.os.events_of(Event::kAdd))
+		if (e.queue == vb::QueueKind::kInflate)
+			inflate_adds.push_back(e);
+	ASSERT_EQ(inflate_adds.size(), 1u);
+	EXPECT_EQ(inflate_adds[0].descriptors, ranges) << "one descriptor per range, not per block";
+	std::set<uint64_t> held(guest.os.balloon_list.begin(), guest.os.balloon_list.end());
+	EXPECT_EQ(sent_pfns(guest.os, vb::QueueKind::kInflate), held);
+	EXPECT_EQ(held.size(), 17u * 512);
+}
+
 TEST(BalloonCoreChunked, GivesTheSameGuestVisibleResultAsPfnArrays)
 {
 	auto run = [](uint64_t features, bool chunked) {

@@ -29,6 +29,7 @@ struct Event {
 	uint64_t first_pfn = 0; // page runs
 	uint64_t count = 0;
 	std::vector<uint32_t> wire_pfns; // kAdd on inflate/deflate
+	unsigned descriptors = 0;	 // kAdd: driver-readable descriptors of the chain
 	const void* token = nullptr;
 
 	static Event of(Kind kind, vb::QueueKind queue = vb::QueueKind::kInflate, uint64_t first_pfn = 0,
@@ -163,6 +164,7 @@ public:
 			return false;
 		Event event = Event::of(Event::kAdd, queue);
 		event.token = token;
+		event.descriptors = n_out;
 		if (queue == vb::QueueKind::kInflate || queue == vb::QueueKind::kDeflate) {
 			if (chunked) {
 				for (unsigned i = 0; i < n_out; i++) {

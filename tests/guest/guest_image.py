@@ -348,7 +348,23 @@ class _Newc:
         return self.buf.getvalue()
 
 
-def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None) -> GuestImage:
+def _tree_entries(root: str) -> list[tuple[str, str]]:
+    """(archive path, kind) of everything below root, parents first, in a stable order."""
+    found = []
+    for here, dirs, files in os.walk(root):
+        dirs.sort()
+        rel = os.path.relpath(here, root)
+        if rel != ".":
+            found.append((rel, "dir"))
+        for name in sorted(files):
+            path = os.path.join(here, name)
+            found.append((os.path.relpath(path, root),
+                          "symlink" if os.path.islink(path) else "file"))
+    return found
+
+
+def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None,
+                    extra_root: str | None = None) -> GuestImage:
     busybox = shutil.which("busybox") or "/bin/busybox"
     if not os.path.exists(busybox):
         raise ImageError("busybox not found: run ci/install-deps.sh (busybox-static)")
@@ -377,6 +393,11 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None) ->
         inputs.append((p, sha256_file(os.path.join(mdir, p))))
     if vballoon_ko:
         inputs.append((GUEST_VBALLOON_KO, sha256_file(vballoon_ko)))
+    extra = _tree_entries(extra_root) if extra_root else []
+    for rel, kind in extra:
+        path = os.path.join(extra_root, rel)
+        inputs.append((rel, kind, sha256_file(path) if kind == "file" else
+                       os.readlink(path) if kind == "symlink" else ""))
     key = hashlib.sha256(repr((kver, inputs)).encode()).hexdigest()[:16]
     out = os.path.join(work, "initramfs", f"initramfs-{kver}-{key}.cpio.gz")
 
@@ -412,19 +433,34 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None) ->
         a.file(f"lib/modules/{kver}/{p}", open(os.path.join(mdir, p), "rb").read())
     if vballoon_ko:
         a.file(GUEST_VBALLOON_KO.lstrip("/"), open(vballoon_ko, "rb").read())
+    # A root laid out on the host (an installed module, /etc/modprobe.d), over the above.
+    made |= {f"lib/modules/{kver}", "lib/modules", "lib"}
+    for rel, kind in extra:
+        path = os.path.join(extra_root, rel)
+        if kind == "dir":
+            if rel not in made and rel not in ("bin", "dev", "proc", "sys", "tmp", "root"):
+                made.add(rel)
+                a.dir(rel)
+        elif kind == "symlink":
+            a.symlink(rel, os.readlink(path))
+        else:
+            a.file(rel, open(path, "rb").read(), os.stat(path).st_mode & 0o777)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     _atomic_write(out, gzip.compress(a.finish(), compresslevel=6, mtime=0))
     return img
 
 
-def prepare(vballoon_ko: str | None = None, work: str | None = None) -> GuestImage:
-    """Everything a guest needs; cheap when cached. Raises ImageError with a remedy."""
+def prepare(vballoon_ko: str | None = None, work: str | None = None,
+            extra_root: str | None = None) -> GuestImage:
+    """Everything a guest needs; cheap when cached. Raises ImageError with a remedy.
+    extra_root: a directory whose tree is laid over the guest's root (e.g. what
+    `make modules_install INSTALL_MOD_PATH=<dir>` wrote, and etc/modprobe.d)."""
     work = work or work_dir()
     os.makedirs(work, exist_ok=True)
     kver = headers_kernel_version()
     vmlinux = vmlinux_path(kver, work)
     mdir = run_depmod(kver, work)
-    img = build_initramfs(kver, mdir, work, vballoon_ko)
+    img = build_initramfs(kver, mdir, work, vballoon_ko, extra_root)
     img.vmlinux = vmlinux
     return img
 

@@ -49,9 +49,11 @@ template <BalloonOs Os> size_t Balloon<Os>::allocate_runs(uint64_t wanted_pages,
 		PageRun* last = run_count ? &inflate_runs_[run_count - 1] : nullptr;
 		if (last && last->first_pfn + last->count == block.first_pfn) {
 			last->count += block.count;
+			run_count = fold_last_run(run_count);
 		} else if (last && block.first_pfn + block.count == last->first_pfn) {
 			last->first_pfn = block.first_pfn;
 			last->count += block.count;
+			run_count = fold_last_run(run_count);
 		} else if (run_count < kRunsPerStep) {
 			inflate_runs_[run_count++] = block;
 		} else {
@@ -63,6 +65,29 @@ template <BalloonOs Os> size_t Balloon<Os>::allocate_runs(uint64_t wanted_pages,
 	}
 	for (size_t i = 0; i < unreachable_count; i++)
 		os_.free_page_run(unreachable[i]);
+	return run_count;
+}
+
+// A buddy allocator hands out the two halves of a split block one after the other, and
+// the blocks themselves often in falling address order: [a, a+2M), [a+2M, a+4M), then
+// [a-4M, a-2M), [a-2M, a). Once the last run has grown into the one before it, the two
+// become one, so a step over contiguous free memory is one run: one chunk descriptor on
+// the wire and one discard on the host instead of one per 4 MiB.
+template <BalloonOs Os> size_t Balloon<Os>::fold_last_run(size_t run_count)
+{
+	if (run_count < 2)
+		return run_count;
+	PageRun& previous = inflate_runs_[run_count - 2];
+	const PageRun& last = inflate_runs_[run_count - 1];
+	if (last.first_pfn + last.count == previous.first_pfn) {
+		previous.first_pfn = last.first_pfn;
+		previous.count += last.count;
+		return run_count - 1;
+	}
+	if (previous.first_pfn + previous.count == last.first_pfn) {
+		previous.count += last.count;
+		return run_count - 1;
+	}
 	return run_count;
 }
 
