@@ -85,10 +85,12 @@ def driver(request) -> DriverUnderTest:
 class VMHolder:
     """One shared guest per (driver, kind), rebooted if a test killed or wedged it."""
 
-    def __init__(self, dut: DriverUnderTest, kind: str, balloon_props: dict):
+    def __init__(self, dut: DriverUnderTest, kind: str, balloon_props: dict, *,
+                 init_on_alloc_off: bool = True):
         self.dut = dut
         self.kind = kind
         self.balloon_props = balloon_props
+        self.init_on_alloc_off = init_on_alloc_off
         self.vm: GuestVM | None = None
         self.boots = 0
         self.boot_error: str | None = None
@@ -103,7 +105,8 @@ class VMHolder:
             self.boots += 1
             name = f"{self.dut.label}-{self.kind}" + (f"-{self.boots}" if self.boots > 1 else "")
             vm = GuestVM(self.dut.image, name=name, ram_mib=GUEST_RAM_MIB,
-                         balloon_props=self.balloon_props)
+                         balloon_props=self.balloon_props,
+                         init_on_alloc_off=self.init_on_alloc_off)
             try:
                 vm.start()
             except GuestError as e:
@@ -178,6 +181,18 @@ def oom_holder(driver):
     h.close()
 
 
+def fresh_vm(dut: DriverUnderTest, kind: str, balloon_props: dict, *,
+             init_on_alloc_off: bool = True):
+    """A guest of its own for one test (a device configuration no other test shares), with
+    the driver loaded and the balloon empty; stopped when the test ends.  The same checks
+    as the shared guests: it must not get tainted."""
+    holder = VMHolder(dut, kind, balloon_props, init_on_alloc_off=init_on_alloc_off)
+    try:
+        yield from _vm_fixture(holder, dut)
+    finally:
+        holder.close()
+
+
 @pytest.fixture
 def plain_vm(plain_holder, driver):
     yield from _vm_fixture(plain_holder, driver)
@@ -186,3 +201,23 @@ def plain_vm(plain_holder, driver):
 @pytest.fixture
 def oom_vm(oom_holder, driver):
     yield from _vm_fixture(oom_holder, driver)
+
+
+# Guests of their own, one per test: device configurations no other test shares.
+
+@pytest.fixture
+def report_vm(driver):
+    """free-page-reporting=on."""
+    yield from fresh_vm(driver, "report", {"free-page-reporting": "on"})
+
+
+@pytest.fixture
+def hint_vm(driver):
+    """free-page-hint=on (with the iothread QEMU requires for it)."""
+    yield from fresh_vm(driver, "hint", {"free-page-hint": "on"})
+
+
+@pytest.fixture
+def options_vm(driver, request):
+    """Balloon device properties given by indirect parametrization (a dict)."""
+    yield from fresh_vm(driver, "options", request.param)

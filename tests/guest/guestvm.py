@@ -43,9 +43,14 @@ BALLOON_QOM_PATH = "/machine/peripheral/balloon0"
 # driver pass while still catching one that never gets there.
 BALLOON_TIMEOUT_S = 60.0
 
+BASE_APPEND = "console=ttyS0 panic=-1"
 # init_on_alloc=0: Debian's CONFIG_INIT_ON_ALLOC_DEFAULT_ON would zero every page the balloon
-# allocates (10-20x slower inflation under TCG); see docs in /work/shared/docs/qemu-guest.md.
-BASE_APPEND = "console=ttyS0 panic=-1 init_on_alloc=0"
+# allocates (10-20x slower inflation under TCG) and every block a free page hint takes (which
+# dirties it again); see docs in /work/shared/docs/qemu-guest.md.  Guests boot with it unless
+# a test studies exactly that effect (GuestVM(init_on_alloc_off=False)).
+INIT_ON_ALLOC_OFF = "init_on_alloc=0"
+# QEMU 7.2's free-page-hint=on refuses to start without an iothread to poll the hint queue.
+BALLOON_IOTHREAD = "balloon-io"
 
 
 # Kernel taint flags, bit i = TAINT_LETTERS[i] (Documentation/admin-guide/tainted-kernels.rst).
@@ -118,14 +123,17 @@ def _set_pdeathsig():
 class GuestVM:
     def __init__(self, img: guest_image.GuestImage, *, name: str = "guest", ram_mib: int = 2048,
                  smp: int = 2, balloon_props: dict | None = None, append: str = "",
-                 log_dir: str | None = None):
+                 log_dir: str | None = None, init_on_alloc_off: bool = True):
         self.img = img
         self.name = name
         self.ram_bytes = ram_mib * MIB
         self.ram_mib = ram_mib
         self.smp = smp
         self.balloon_props = dict(balloon_props or {})
-        self.append = f"{BASE_APPEND} {append}".strip()
+        self.append = " ".join(a for a in (BASE_APPEND, INIT_ON_ALLOC_OFF if init_on_alloc_off
+                                           else "", append) if a)
+        if self.balloon_props.get("free-page-hint") == "on":
+            self.balloon_props.setdefault("iothread", BALLOON_IOTHREAD)
         self.log_dir = log_dir or os.path.join(guest_image.work_dir(), "logs")
         self.console_log = os.path.join(self.log_dir, f"{name}.console.log")
         self.proc: subprocess.Popen | None = None
@@ -147,8 +155,10 @@ class GuestVM:
     def command_line(self) -> list[str]:
         props = "".join(f",{k}={v}" for k, v in self.balloon_props.items())
         r = self._rundir
+        iothread = self.balloon_props.get("iothread")
+        objects = ["-object", f"iothread,id={iothread}"] if iothread else []
         return [
-            QEMU, "-machine", "q35", "-accel", "tcg", "-m", f"{self.ram_mib}M",
+            QEMU, *objects, "-machine", "q35", "-accel", "tcg", "-m", f"{self.ram_mib}M",
             "-smp", str(self.smp), "-nodefaults", "-no-user-config", "-display", "none",
             "-no-reboot", "-kernel", self.img.vmlinux, "-initrd", self.img.initramfs,
             "-append", self.append,

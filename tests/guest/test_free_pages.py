@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Free page reporting and free page hinting in a real guest, for both drivers.
+
+Guest: Debian's 6.1 kernel under QEMU 7.2 (TCG), 2 GiB, booted with init_on_alloc=0 (with
+Debian's default init_on_alloc=1 every hinted block is zeroed as it is taken, which dirties it
+again; test_migration_compare.py measures that effect).
+
+  - every combination of free-page-hint, free-page-reporting and deflate-on-oom: the driver
+    binds, takes exactly the offered features it serves, balloons, and unloads cleanly;
+  - reporting: the guest writes 1 GiB to tmpfs and deletes it; QEMU's RSS must fall by
+    700 MiB within 20 s;
+  - hinting: after the same, a migration to `exec:cat > /dev/null` at unlimited bandwidth
+    must send at most 1/5 of the bytes of the same migration from a guest without hinting,
+    in each of 3 runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import free_pages
+from free_pages import HintTracer, MigrationResult, dirty_and_free, migrate_to_null
+from guestvm import BALLOON_TIMEOUT_S, MIB
+
+VIRTIO_BALLOON_F_DEFLATE_ON_OOM = 2
+VIRTIO_BALLOON_F_FREE_PAGE_HINT = 3
+VIRTIO_BALLOON_F_PAGE_REPORTING = 5
+
+FILL_MIB = 1024
+RSS_DROP_MIN = 700 * MIB
+RSS_DROP_WITHIN_S = 20.0
+HINT_RUNS = 3
+# A hinted migration sends at most this share of the bytes of an unhinted one.
+HINT_BYTES_RATIO_MAX = 1 / 5
+# A run that sent more than this share of the unhinted bytes got (next to) no hint before the
+# migration's first pass went over the free memory: the driver lost the race with it.
+LOST_RACE_RATIO = 1 / 2
+
+
+def _bit(features: int, bit: int) -> bool:
+    return bool(features >> bit & 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Every device option combination
+
+
+OPTION_COMBOS = list(itertools.product((False, True), repeat=3))
+
+
+def _combo_id(combo) -> str:
+    hint, report, oom = combo
+    return "-".join(f"{name}{'+' if on else '-'}"
+                    for name, on in (("hint", hint), ("report", report), ("oom", oom)))
+
+
+def _props(combo) -> dict:
+    hint, report, oom = combo
+    return {"free-page-hint": "on" if hint else "off",
+            "free-page-reporting": "on" if report else "off",
+            "deflate-on-oom": "on" if oom else "off"}
+
+
+@pytest.mark.parametrize("options_vm", [_props(c) for c in OPTION_COMBOS], indirect=True,
+                         ids=[_combo_id(c) for c in OPTION_COMBOS])
+def test_every_option_combination_binds_balloons_and_unloads(options_vm, driver):
+    """The driver takes each offered free-page feature (and deflate-on-oom), inflates and
+    deflates 64 MiB, then unloads: nothing may be left bound, every page returns, the kernel
+    stays untainted (checked by the fixture), and it loads again."""
+    vm, q, ram = options_vm, options_vm.qmp, options_vm.ram_bytes
+    features = vm.negotiated_features()
+    for bit, prop in ((VIRTIO_BALLOON_F_FREE_PAGE_HINT, "free-page-hint"),
+                      (VIRTIO_BALLOON_F_PAGE_REPORTING, "free-page-reporting"),
+                      (VIRTIO_BALLOON_F_DEFLATE_ON_OOM, "deflate-on-oom")):
+        offered = vm.balloon_props[prop] == "on"
+        assert _bit(features, bit) == offered, \
+            f"feature bit {bit}: offered {offered}, negotiated features {features:#x}"
+    total0 = vm.meminfo()["MemTotal"]
+    q.balloon(ram - 64 * MIB)
+    q.wait_balloon(ram - 64 * MIB, BALLOON_TIMEOUT_S)
+    q.balloon(ram)
+    q.wait_balloon(ram, BALLOON_TIMEOUT_S)
+    vm.unload_driver(driver.drv)
+    assert vm.bound_driver() is None
+    assert vm.meminfo()["MemTotal"] == total0
+    vm.load_driver(driver.drv)
+    assert vm.negotiated_features() == features
+
+
+# ----------------------------------------------------------------------------------------------
+# Free page reporting
+
+
+def test_reporting_hands_freed_memory_back_to_host(report_vm, record_property):
+    vm = report_vm
+    assert _bit(vm.negotiated_features(), VIRTIO_BALLOON_F_PAGE_REPORTING)
+    free_pages.write_tmpfs(vm, FILL_MIB)
+    rss0 = vm.qemu_rss_bytes()
+    assert rss0 >= FILL_MIB * MIB, "the guest's data is not resident in QEMU"
+    free_pages.delete_tmpfs(vm)
+    drop, seconds = free_pages.wait_rss_drop(vm, rss0, RSS_DROP_MIN, RSS_DROP_WITHIN_S)
+    record_property("rss_drop_mib", drop // MIB)
+    record_property("rss_drop_seconds", round(seconds, 2))
+    print(f"\n[{vm.name}] QEMU RSS {rss0 // MIB} MiB, fell by {drop // MIB} MiB "
+          f"in {seconds:.1f} s")
+    assert drop >= RSS_DROP_MIN, \
+        f"QEMU RSS fell by only {drop // MIB} MiB in {RSS_DROP_WITHIN_S} s (from {rss0 // MIB})"
+
+
+# ----------------------------------------------------------------------------------------------
+# Free page hinting
+
+
+def _describe(label: str, runs: list[MigrationResult]) -> str:
+    return "\n".join(f"  {label} run {i + 1}: {r.transferred / MIB:8.1f} MiB sent, "
+                     f"{r.normal_pages} normal + {r.duplicate_pages} zero pages, "
+                     f"{r.total_time_ms} ms" for i, r in enumerate(runs))
+
+
+def test_hinting_shrinks_migration(hint_vm, plain_vm, driver, record_property):
+    """Three migrations of a guest without hinting (plain_vm), then three of a guest with
+    free-page-hint=on, each after the guest wrote 1 GiB and freed it again."""
+    baseline = []
+    for _ in range(HINT_RUNS):
+        dirty_and_free(plain_vm, FILL_MIB)
+        baseline.append(migrate_to_null(plain_vm))
+
+    vm = hint_vm
+    assert _bit(vm.negotiated_features(), VIRTIO_BALLOON_F_FREE_PAGE_HINT)
+    tracer = HintTracer(vm, free_pages.HINT_WORKER[driver.label])
+    tracer.start()
+    hinted = []
+    for _ in range(HINT_RUNS):
+        dirty_and_free(vm, FILL_MIB)
+        hinted.append(migrate_to_null(vm))
+    hint_ms = tracer.durations_ms()
+    tracer.stop()
+
+    limit = min(r.transferred for r in baseline) * HINT_BYTES_RATIO_MAX
+    lost = [r for r in hinted if r.transferred > LOST_RACE_RATIO * limit / HINT_BYTES_RATIO_MAX]
+    too_big = [r for r in hinted if r.transferred > limit]
+    report = (f"\n{_describe('no hint', baseline)}\n{_describe('hint', hinted)}\n"
+              f"  limit {limit / MIB:.1f} MiB; hint work runs in the guest (ms): "
+              f"{', '.join(f'{d:.1f}' for d in hint_ms)}")
+    print(report)
+    record_property("baseline_bytes", [r.transferred for r in baseline])
+    record_property("hinted_bytes", [r.transferred for r in hinted])
+    record_property("hint_work_ms", hint_ms)
+    if too_big and driver.label == "in-tree" and len(lost) == len(too_big):
+        # The reference driver hands over one block per kick from a work item that starts
+        # only after the config interrupt; QEMU's first pass can cover all of RAM first.
+        pytest.xfail(f"in-tree lost the race with the bulk pass in {len(lost)} of "
+                     f"{HINT_RUNS} runs:{report}")
+    assert not too_big, f"{len(too_big)} of {HINT_RUNS} hinted migrations sent more than " \
+                        f"1/5 of the unhinted bytes:{report}"
