@@ -84,6 +84,44 @@ void SimOs::initialise_pages(vb::PageRun run)
 	counters_.pages_initialised_by_guest += run.count;
 }
 
+void SimOs::hint_list_insert(vb::PageRun run)
+{
+	std::lock_guard guard(hint_mutex_);
+	hint_list_.push_back(run);
+	hint_list_pages_ += run.count;
+}
+
+size_t SimOs::hint_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
+{
+	std::lock_guard guard(hint_mutex_);
+	size_t count = 0;
+	uint64_t pages = 0;
+	while (count < max_runs && pages < max_pages && !hint_list_.empty()) {
+		runs[count] = hint_list_.back();
+		hint_list_.pop_back();
+		pages += runs[count].count;
+		hint_list_pages_ -= runs[count].count;
+		count++;
+	}
+	return count;
+}
+
+uint64_t SimOs::hint_list_pages() const
+{
+	std::lock_guard guard(hint_mutex_);
+	return hint_list_pages_;
+}
+
+bool SimOs::hint_list_contains(uint64_t pfn) const
+{
+	std::lock_guard guard(hint_mutex_);
+	for (const vb::PageRun& run : hint_list_) {
+		if (pfn >= run.first_pfn && pfn < run.first_pfn + run.count)
+			return true;
+	}
+	return false;
+}
+
 void SimOs::balloon_list_insert(vb::PageRun run)
 {
 	if (!allocator_.move_to_balloon(run.first_pfn, run.count)) {

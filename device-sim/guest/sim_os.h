@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "balloon_page_list.h"
 #include "buddy_allocator.h"
@@ -61,6 +62,8 @@ public:
 	void balloon_list_mark_initialised(vb::PageRun run);
 	void adjust_managed_pages(vb::PageRun run, bool add);
 	void initialise_pages(vb::PageRun run);
+	void hint_list_insert(vb::PageRun run);
+	size_t hint_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
 	uint64_t phys_addr(const void* buffer);
 	bool queue_add(vb::QueueKind kind, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
 		       unsigned n_in, void* token);
@@ -82,6 +85,9 @@ public:
 	void count_minor_faults(uint64_t pages) { minor_faults_ += pages; }
 	int64_t managed_pages() const;
 	const BalloonPageList& balloon_list() const { return balloon_list_; }
+	// Pages held on the hint list (allocated frames the driver keeps until DONE).
+	uint64_t hint_list_pages() const;
+	bool hint_list_contains(uint64_t pfn) const;
 	const SimOsCounters& counters() const { return counters_; }
 	DriverRing* ring(vb::QueueKind kind) { return rings_[static_cast<size_t>(kind)].get(); }
 	int call_fd(vb::QueueKind kind) const;
@@ -96,6 +102,9 @@ private:
 
 	std::mutex balloon_lock_;
 	BalloonPageList balloon_list_;
+	mutable std::mutex hint_mutex_; // the hint list's own lock: the shrinker reaches it
+	std::vector<vb::PageRun> hint_list_;
+	uint64_t hint_list_pages_ = 0;
 	std::atomic<int64_t> managed_delta_{0};
 	std::atomic<uint64_t> minor_faults_{0};
 	std::array<std::unique_ptr<DriverRing>, VB_QUEUE_KIND_COUNT> rings_;

@@ -22,7 +22,7 @@
 namespace vbtest {
 
 struct Event {
-	enum Kind { kAlloc, kFree, kInsert, kTake, kAdd, kKick, kAck, kConfigWrite, kAllocFail, kInitialise } kind = kAlloc;
+	enum Kind { kAlloc, kFree, kInsert, kTake, kAdd, kKick, kAck, kConfigWrite, kAllocFail, kInitialise, kHintInsert } kind = kAlloc;
 	vb::QueueKind queue = vb::QueueKind::kInflate;
 	uint64_t first_pfn = 0; // page runs
 	uint64_t count = 0;
@@ -128,6 +128,25 @@ public:
 	void initialise_pages(vb::PageRun run)
 	{
 		log_event(Event::of(Event::kInitialise, {}, run.first_pfn, run.count));
+	}
+	void hint_list_insert(vb::PageRun run)
+	{
+		EXPECT_FALSE(lock_held) << "hinting must not hold the balloon lock";
+		EXPECT_EQ(allocator.state(run.first_pfn), vbsim::BuddyAllocator::FrameState::kUsed);
+		hint_list.push_back(run);
+		log_event(Event::of(Event::kHintInsert, {}, run.first_pfn, run.count));
+	}
+	size_t hint_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
+	{
+		size_t count = 0;
+		uint64_t pages = 0;
+		while (count < max_runs && pages < max_pages && !hint_list.empty()) {
+			runs[count] = hint_list.back();
+			hint_list.pop_back();
+			pages += runs[count].count;
+			count++;
+		}
+		return count;
 	}
 	uint64_t phys_addr(const void* buffer) { return reinterpret_cast<uintptr_t>(buffer); }
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
@@ -278,6 +297,7 @@ public:
 
 	vbsim::BuddyAllocator allocator;
 	std::vector<uint64_t> balloon_list;
+	std::vector<vb::PageRun> hint_list;
 	std::set<uint64_t> initialised;
 	std::map<const void*, vb::Segment> bitmaps;
 	bool chunked = false;

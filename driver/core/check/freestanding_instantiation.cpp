@@ -15,6 +15,8 @@ struct DeclaredOnlyOs {
 	void balloon_list_mark_initialised(vb::PageRun run);
 	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn);
 	void adjust_managed_pages(vb::PageRun run, bool add);
+	void hint_list_insert(vb::PageRun run);
+	size_t hint_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
 	void initialise_pages(vb::PageRun run);
 	uint64_t phys_addr(const void* buffer);
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,

@@ -5,10 +5,9 @@ namespace vb {
 
 uint64_t driver_supported_features()
 {
-	// Free page hinting and reporting are not driven by this core yet: accepting them
-	// would promise queues the driver does not serve.
 	return VB_FEATURE(VB_F_MUST_TELL_HOST) | VB_FEATURE(VB_F_STATS_VQ) |
 	       VB_FEATURE(VB_F_DEFLATE_ON_OOM) | VB_FEATURE(VB_F_PAGE_POISON) |
+	       VB_FEATURE(VB_F_FREE_PAGE_HINT) | VB_FEATURE(VB_F_PAGE_REPORTING) |
 	       VB_FEATURE(VB_F_X_CHUNKED) | VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
 }
 
@@ -24,6 +23,16 @@ uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
 	// otherwise initialise them; elsewhere it would only cost the device a bitmap.
 	if (!traits.freed_pages_need_pattern)
 		accepted &= ~VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
+	// Hinting and reporting promise queues someone serves: the OS's hint work item and
+	// shrinker, its reporting pass.
+	if (!traits.runs_free_page_hinting)
+		accepted &= ~VB_FEATURE(VB_F_FREE_PAGE_HINT);
+	if (!traits.runs_page_reporting)
+		accepted &= ~VB_FEATURE(VB_F_PAGE_REPORTING);
+	// A guest whose free pages must keep a pattern may let the device discard them only
+	// when the device was told the pattern (Linux's virtballoon_validate()).
+	if (traits.freed_pages_need_pattern && !has_feature(accepted, VB_F_PAGE_POISON))
+		accepted &= ~VB_FEATURE(VB_F_PAGE_REPORTING);
 	return accepted;
 }
 

@@ -11,12 +11,18 @@
 //   handle_stats_request()       when the device returns the stats buffer
 //   deflate_for_oom()            from the OOM notifier (DEFLATE_ON_OOM only)
 //   migrate_page()               when compaction moves a ballooned page
+//   hint_config_changed()        FREE_PAGE_HINT: from the config-change callback, any context
+//   handle_free_page_hint()      FREE_PAGE_HINT: the OS's hint work item
+//   hint_held_pages()/hint_release()  FREE_PAGE_HINT: the OS's shrinker (count/scan)
+//   hint_device_reset()          FREE_PAGE_HINT: after a reset or before remove, hint work stopped
+//   report_free_pages()          PAGE_REPORTING: the OS's reporting pass, up to 32 runs
 //   release_all()                on remove: every page on the balloon list goes back to the
 //                                guest (pages compaction has isolated come back through
 //                                migrate_page(); the OS retries until balloon_pfns() is 0)
 //
 // The member functions live beside this file, one path per file: balloon_inflate.h,
-// balloon_deflate.h, balloon_stats.h, balloon_oom.h, balloon_migrate.h.
+// balloon_deflate.h, balloon_stats.h, balloon_oom.h, balloon_migrate.h, balloon_hint.h,
+// balloon_report.h.
 #ifndef VBALLOON_CORE_BALLOON_H
 #define VBALLOON_CORE_BALLOON_H
 
@@ -55,6 +61,16 @@ struct BalloonCounters {
 	Counter unreachable_pages;    // allocated pages beyond what a 32-bit PFN reaches
 	Counter queue_failures;       // the device refused buffers or went away mid-request
 	Counter pages_device_initialised; // 4 KiB units the device promised to initialise
+	// Free page hinting.
+	Counter hint_rounds;          // command ids answered with a round
+	Counter hint_ids_ignored;     // an id read again with no STOP or DONE between: stale
+	Counter hint_blocks;          // blocks handed to the device as hints
+	Counter hint_pages_returned;  // 4 KiB units given back after DONE
+	Counter hint_pages_released_early; // 4 KiB units given back before DONE (shrinker, reset)
+	// Free page reporting.
+	Counter reports;              // reports the device acknowledged
+	Counter pages_reported;       // 4 KiB units in them
+	Counter report_failures;      // reports refused, or never acknowledged (device gone)
 };
 
 template <BalloonOs Os> class Balloon {
@@ -101,6 +117,39 @@ public:
 	bool migrate_page(uint64_t old_pfn, uint64_t new_pfn);
 	void release_all();
 
+	// ---- Free page hinting (balloon_hint.h), FREE_PAGE_HINT only --------------------
+	// From the OS's config-change callback, in any context (never sleeps, takes no lock):
+	// free_page_hint_cmd_id may have changed. True when the OS should queue its hint work
+	// item (which then calls handle_free_page_hint()).
+	bool hint_config_changed();
+	// The hint work item. Reads the command id; on a new id runs a round (the id on
+	// free_page_vq, then free blocks of the largest order as in-buffers until the OS has none
+	// or the id changes, then STOP) and repeats while the id keeps changing; on DONE gives
+	// every hinted block back. Sleeps on free_page_vq, never holds the balloon lock, so
+	// inflate and deflate go on beside it. One caller at a time (a work item).
+	void handle_free_page_hint();
+	// The shrinker. Pages (guest pages) held as hints right now.
+	uint64_t hint_held_pages() const { return hint_held_pages_.get(); }
+	// Gives at least max_pages (rounded up to whole blocks) back to the guest, or all it
+	// holds; returns the guest pages freed. Any thread, also while a round runs (which goes
+	// on). Before DONE the pages are initialised first, as the spec requires.
+	uint64_t hint_release(uint64_t max_pages);
+	// The device was reset or is going away, and the OS has stopped its hint work item:
+	// the buffers on free_page_vq are gone, and every held block goes back to the guest.
+	void hint_device_reset();
+
+	// ---- Free page reporting (balloon_report.h), PAGE_REPORTING only ----------------
+	// Most runs in one report (Linux's PAGE_REPORTING_CAPACITY).
+	static constexpr size_t kReportRunsMax = 32;
+	// Reports free blocks the OS has taken off its free lists (and that hold the guest's
+	// free-page pattern when PAGE_POISON is negotiated) in one scatter-gather request, and
+	// returns only once the device acknowledged it: true then, and the OS may mark the
+	// blocks reported and put them back. False when the request was refused or never
+	// acknowledged (device gone): the blocks are not reported; in a guest that needs a
+	// pattern in free pages they have been re-initialised, as the device may have written
+	// them. Sleeps on reporting_vq, never holds the balloon lock. One caller at a time.
+	bool report_free_pages(const PageRun* runs, size_t count);
+
 	// The device's wish, rounded up to whole guest pages (in 4 KiB units).
 	uint64_t target_pfns() const;
 	uint64_t balloon_pfns() const { return balloon_pfns_.get(); }
@@ -142,6 +191,15 @@ private:
 	uint64_t step_pfns() const { return chunked() ? kChunkedStepPfns : kPfnsPerStep; }
 	void update_actual();
 
+	// Free page hinting (balloon_hint.h).
+	uint32_t read_hint_cmd_id();
+	void run_hint_round(uint32_t cmd_id);
+	bool hint_add(const Segment* out, const Segment* in, void* token);
+	void hint_reap_used();
+	bool hint_wait_used();
+	uint64_t hint_give_back(uint64_t max_pages, bool after_done);
+	unsigned hint_order() const;
+
 	Os& os_;
 	const uint64_t features_;
 	const GuestTraits traits_;
@@ -161,6 +219,20 @@ private:
 	vb_stat_entry stats_[VB_S_NR];
 	uint32_t stats_tag_mask_ = 0;
 	uint32_t stats_count_ = 0;
+
+	// Free page hinting. The worker alone touches the plain fields; the shrinker reads
+	// the counters. The two id buffers are read by the device, so they live here.
+	uint32_t hint_id_buffer_ = VB_CMD_ID_STOP;   // the round's id, sent once
+	uint32_t hint_stop_buffer_ = VB_CMD_ID_STOP; // STOP, closing a round
+	uint8_t hint_block_token_ = 0;               // the token of every hinted block
+	uint32_t hint_cmd_id_active_ = VB_CMD_ID_STOP; // id of the last round we ran
+	uint32_t hint_cmd_id_seen_ = VB_CMD_ID_STOP;   // what config said when last read
+	uint32_t hint_in_flight_ = 0;                  // buffers on free_page_vq
+	bool hint_id_in_flight_ = false;
+	Flag hint_config_dirty_;
+	Flag hint_done_seen_; // DONE read and not yet followed by a new round
+	Counter hint_held_pages_;
+	uint8_t report_token_ = 0;
 };
 
 template <BalloonOs Os> void Balloon<Os>::log(LogLevel level, const char* fmt, ...)
@@ -245,5 +317,7 @@ template <BalloonOs Os> void Balloon<Os>::release_all()
 #include "vballoon/core/balloon_migrate.h"
 #include "vballoon/core/balloon_oom.h"
 #include "vballoon/core/balloon_stats.h"
+#include "vballoon/core/balloon_hint.h"
+#include "vballoon/core/balloon_report.h"
 
 #endif

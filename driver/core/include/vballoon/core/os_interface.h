@@ -64,6 +64,12 @@ struct GuestTraits {
 	// Initialise pages as they enter the balloon (what Linux did in 2017 to hand ballooned
 	// pages back clean), unless the device promises to (VB_F_X_INIT_ON_INFLATE).
 	bool initialise_before_inflate = false;
+	// The OS runs the free page hint work item (handle_free_page_hint) and the shrinker
+	// (hint_held_pages/hint_release): the driver may then accept FREE_PAGE_HINT.
+	bool runs_free_page_hinting = false;
+	// The OS runs a free page reporting pass (report_free_pages): the driver may then
+	// accept PAGE_REPORTING.
+	bool runs_page_reporting = false;
 };
 
 // Spelled without <concepts>, which a freestanding kernel build does not have.
@@ -91,6 +97,15 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //     the caller owns.
 //   adjust_managed_pages(run, add): add the run's pages to (or remove them from) what the
 //     guest counts as its memory; per run, because Linux accounts them per zone.
+// Free page hinting (only called when FREE_PAGE_HINT is negotiated)
+//   hint_list_insert(run): the driver holds this block (allocated with
+//     alloc_pages_no_pressure) because it was hinted to the device. The hint list is the
+//     OS's, guarded by its own lock inside these two calls (a spinlock in Linux), never the
+//     balloon lock: the shrinker reaches it while a hinting round runs.
+//   hint_list_take(runs, max_runs, max_pages): take whole blocks off the hint list, most
+//     recently inserted first, each exactly as inserted (never split or merged), until
+//     max_runs blocks or at least max_pages pages are taken. Returns the number of blocks.
+//     The pages belong to the caller afterwards.
 // Buffers and queues
 //   phys_addr(p): guest-physical address of a core buffer (the core lives in memory the
 //     device can read: kmalloc in Linux, guest RAM in the simulator).
@@ -114,6 +129,8 @@ concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, Page
 	os.balloon_list_replace(uint64_t{0}, uint64_t{1});
 	os.balloon_list_mark_initialised(run);
 	os.adjust_managed_pages(run, true);
+	os.hint_list_insert(run);
+	{ os.hint_list_take(runs, size_t{1}, uint64_t{1}) } -> same_type<size_t>;
 	os.initialise_pages(run);
 	{ os.phys_addr(buffer) } -> same_type<uint64_t>;
 	{ os.queue_add(QueueKind::kInflate, segments, 1u, segments, 0u, nullptr) } -> same_type<bool>;

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Free page hinting (VIRTIO_BALLOON_F_FREE_PAGE_HINT): while the host migrates the guest,
+// tell it which blocks are free so it can skip sending them. The device asks with a command
+// id in config space; the driver echoes the id on free_page_vq, hands over free blocks of
+// the largest order as in-buffers, and closes the round with STOP. The blocks stay with the
+// driver (on the OS's hint list) until the device writes DONE, or until the OS's shrinker
+// wants them back earlier.
+//
+// Nothing here takes the balloon lock: a round may sleep on free_page_vq for as long as the
+// device is slow, and inflate, deflate and the OOM notifier must not wait behind it.
+#ifndef VBALLOON_CORE_BALLOON_HINT_H
+#define VBALLOON_CORE_BALLOON_HINT_H
+
+#include "vballoon/core/balloon.h"
+
+namespace vb {
+
+template <BalloonOs Os> bool Balloon<Os>::hint_config_changed()
+{
+	if (!negotiated(VB_F_FREE_PAGE_HINT))
+		return false;
+	hint_config_dirty_.set();
+	return true;
+}
+
+// Config space is read only after a config change was announced: in a real guest every
+// read is a trap to the host, and a round asks before every block.
+template <BalloonOs Os> uint32_t Balloon<Os>::read_hint_cmd_id()
+{
+	if (hint_config_dirty_.test_and_clear())
+		hint_cmd_id_seen_ = os_.config_read32(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET);
+	return hint_cmd_id_seen_;
+}
+
+template <BalloonOs Os> unsigned Balloon<Os>::hint_order() const
+{
+	// A block is one descriptor, whose length is 32 bits.
+	return min(traits_.max_alloc_order, 31u - traits_.page_shift);
+}
+
+template <BalloonOs Os> void Balloon<Os>::handle_free_page_hint()
+{
+	if (!negotiated(VB_F_FREE_PAGE_HINT))
+		return;
+	// The OS calls this because config changed; read it even if the flag was consumed.
+	hint_config_dirty_.set();
+	for (;;) {
+		uint32_t cmd_id = read_hint_cmd_id();
+
+		if (cmd_id == VB_CMD_ID_DONE) {
+			// The host no longer needs the hints: everything comes back as it is.
+			hint_done_seen_.set();
+			hint_cmd_id_active_ = VB_CMD_ID_DONE;
+			hint_give_back(~0ull, true);
+			return;
+		}
+		if (cmd_id == VB_CMD_ID_STOP) {
+			// Earlier ids are void; the hinted blocks stay held until DONE. After STOP the
+			// device may issue any id again, even the last one.
+			hint_cmd_id_active_ = VB_CMD_ID_STOP;
+			return;
+		}
+		if (cmd_id == hint_cmd_id_active_) {
+			// Already answered: the spec forbids sending the current id twice.
+			counters_.hint_ids_ignored.add(1);
+			return;
+		}
+		run_hint_round(cmd_id);
+		if (read_hint_cmd_id() == cmd_id)
+			return;
+		// The id changed during the round (a new id, STOP or DONE): handle it now.
+	}
+}
+
+// Collects what the device returned. Used buffers need nothing more: the blocks stay on the
+// hint list, the id buffers are ours.
+template <BalloonOs Os> void Balloon<Os>::hint_reap_used()
+{
+	uint32_t len;
+
+	while (void* token = os_.queue_get_used(QueueKind::kFreePage, &len)) {
+		if (token == &hint_id_buffer_)
+			hint_id_in_flight_ = false;
+		else if (token != &hint_block_token_ && token != &hint_stop_buffer_) {
+			counters_.foreign_used_buffers.add(1);
+			continue;
+		}
+		if (hint_in_flight_)
+			hint_in_flight_--;
+	}
+}
+
+// Sleeps until the device returns one buffer. False when it never will (device gone).
+template <BalloonOs Os> bool Balloon<Os>::hint_wait_used()
+{
+	uint32_t len;
+	void* token = os_.queue_wait_used(QueueKind::kFreePage, &len);
+
+	if (!token) {
+		counters_.queue_failures.add(1);
+		return false;
+	}
+	if (token == &hint_id_buffer_)
+		hint_id_in_flight_ = false;
+	else if (token != &hint_block_token_ && token != &hint_stop_buffer_) {
+		counters_.foreign_used_buffers.add(1);
+		return true;
+	}
+	if (hint_in_flight_)
+		hint_in_flight_--;
+	return true;
+}
+
+// Adds one buffer, waiting for the device to make room when the ring is full. False when
+// the device will never make room.
+template <BalloonOs Os> bool Balloon<Os>::hint_add(const Segment* out, const Segment* in, void* token)
+{
+	for (;;) {
+		if (os_.queue_add(QueueKind::kFreePage, out, out ? 1 : 0, in, in ? 1 : 0, token)) {
+			hint_in_flight_++;
+			return true;
+		}
+		os_.queue_kick(QueueKind::kFreePage);
+		if (!hint_in_flight_ || !hint_wait_used()) {
+			counters_.queue_failures.add(1);
+			return false;
+		}
+	}
+}
+
+template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
+{
+	const unsigned order = hint_order();
+	const uint64_t block_pages = 1ull << order;
+	const uint32_t block_bytes = static_cast<uint32_t>(block_pages << traits_.page_shift);
+	const uint32_t ring = os_.queue_size(QueueKind::kFreePage);
+	// How many blocks go in before the device hears of them.
+	constexpr uint32_t kBlocksPerKick = 16;
+	uint32_t unkicked = 0;
+
+	hint_reap_used();
+	// The id buffer may be reused only once the device has returned it: otherwise the
+	// last round's descriptor would read as this round's id, a second buffer with it.
+	while (hint_id_in_flight_) {
+		os_.queue_kick(QueueKind::kFreePage);
+		if (!hint_wait_used())
+			return;
+	}
+	hint_id_buffer_ = cmd_id;
+	Segment id_out = {os_.phys_addr(&hint_id_buffer_), sizeof(hint_id_buffer_)};
+	if (!hint_add(&id_out, nullptr, &hint_id_buffer_))
+		return;
+	hint_id_in_flight_ = true;
+	os_.queue_kick(QueueKind::kFreePage);
+	hint_cmd_id_active_ = cmd_id;
+	hint_done_seen_.test_and_clear();
+	counters_.hint_rounds.add(1);
+
+	for (;;) {
+		if (read_hint_cmd_id() != cmd_id)
+			break; // STOP, DONE or a newer id: this round is over
+		hint_reap_used();
+		// One slot always stays free for the STOP that closes the round.
+		if (hint_in_flight_ + 1 >= ring) {
+			os_.queue_kick(QueueKind::kFreePage);
+			unkicked = 0;
+			if (!hint_wait_used())
+				return; // device gone: the held blocks come back through hint_device_reset()
+			continue;
+		}
+		uint64_t pfn;
+		if (!os_.alloc_pages_no_pressure(order, &pfn))
+			break; // the guest has no free block of this order left
+		PageRun block = {pfn, block_pages};
+		Segment in = {pfn << traits_.page_shift, block_bytes};
+		if (!os_.queue_add(QueueKind::kFreePage, nullptr, 0, &in, 1, &hint_block_token_)) {
+			// The ring has fewer descriptors than we counted (the OS's own limit): give
+			// the block back untouched and wait for room.
+			os_.free_page_run(block);
+			os_.queue_kick(QueueKind::kFreePage);
+			unkicked = 0;
+			if (!hint_in_flight_ || !hint_wait_used())
+				return;
+			continue;
+		}
+		hint_in_flight_++;
+		// Counted before it is visible on the list, so a racing shrinker never makes
+		// the count go below zero.
+		hint_held_pages_.add(block_pages);
+		os_.hint_list_insert(block);
+		counters_.hint_blocks.add(1);
+		if (++unkicked == kBlocksPerKick) {
+			os_.queue_kick(QueueKind::kFreePage);
+			unkicked = 0;
+		}
+	}
+
+	Segment stop_out = {os_.phys_addr(&hint_stop_buffer_), sizeof(hint_stop_buffer_)};
+	hint_stop_buffer_ = VB_CMD_ID_STOP;
+	hint_add(&stop_out, nullptr, &hint_stop_buffer_);
+	os_.queue_kick(QueueKind::kFreePage);
+}
+
+// Gives held blocks back to the guest: all of them after DONE, as they are; before DONE
+// (the shrinker, a reset) each page is initialised first, as the spec requires of a hinted
+// page the guest reuses before DONE.
+template <BalloonOs Os> uint64_t Balloon<Os>::hint_give_back(uint64_t max_pages, bool after_done)
+{
+	constexpr size_t kBatch = 16;
+	PageRun runs[kBatch];
+	uint64_t freed = 0;
+
+	while (freed < max_pages) {
+		size_t count = os_.hint_list_take(runs, kBatch, max_pages - freed);
+		if (!count)
+			break;
+		for (size_t i = 0; i < count; i++) {
+			PageRun run = runs[i];
+			if (!after_done) {
+				os_.initialise_pages(run);
+				// It holds the guest's pattern now; the OS need not write it again.
+				run.flags |= kPageRunDeviceInitialised;
+			} else {
+				// The device may have changed the pages before DONE: their content is
+				// undefined, so a guest that keeps a pattern in free pages writes it.
+				run.flags = 0;
+			}
+			hint_held_pages_.sub(run.count);
+			os_.free_page_run(run);
+			freed += run.count;
+			if (after_done)
+				counters_.hint_pages_returned.add(run.count * pfns_per_page_);
+			else
+				counters_.hint_pages_released_early.add(run.count * pfns_per_page_);
+		}
+	}
+	return freed;
+}
+
+template <BalloonOs Os> uint64_t Balloon<Os>::hint_release(uint64_t max_pages)
+{
+	if (!negotiated(VB_F_FREE_PAGE_HINT))
+		return 0;
+	return hint_give_back(max_pages, hint_done_seen_.get());
+}
+
+template <BalloonOs Os> void Balloon<Os>::hint_device_reset()
+{
+	if (!negotiated(VB_F_FREE_PAGE_HINT))
+		return;
+	// The rings were reset: no buffer is in flight any more.
+	hint_in_flight_ = 0;
+	hint_id_in_flight_ = false;
+	hint_cmd_id_active_ = VB_CMD_ID_STOP;
+	hint_cmd_id_seen_ = VB_CMD_ID_STOP;
+	hint_give_back(~0ull, hint_done_seen_.get());
+}
+
+} // namespace vb
+
+#endif

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Free page reporting (VIRTIO_BALLOON_F_PAGE_REPORTING): the OS picks free blocks (Linux
+// takes them off its free lists at pageblock order, 2 MiB), the device may discard them,
+// and once it has acknowledged the report the blocks go back on the free lists, marked
+// reported. Unlike inflate there is no deflate: the next user of a page simply faults it in.
+#ifndef VBALLOON_CORE_BALLOON_REPORT_H
+#define VBALLOON_CORE_BALLOON_REPORT_H
+
+#include "vballoon/core/balloon.h"
+
+namespace vb {
+
+template <BalloonOs Os> bool Balloon<Os>::report_free_pages(const PageRun* runs, size_t count)
+{
+	if (!negotiated(VB_F_PAGE_REPORTING) || count == 0 || count > kReportRunsMax)
+		return false;
+
+	// Device-writable buffers, as Linux sends them: the device takes the pages' content.
+	Segment in[kReportRunsMax];
+	uint64_t pages = 0;
+	for (size_t i = 0; i < count; i++) {
+		uint64_t bytes = runs[i].count << traits_.page_shift;
+		if (runs[i].count == 0 || bytes > 0xffffffffull ||
+		    runs[i].first_pfn > (~0ull >> traits_.page_shift)) {
+			counters_.report_failures.add(1);
+			log(LogLevel::kError, "vballoon: a reported run does not fit a descriptor\n");
+			return false;
+		}
+		in[i] = {runs[i].first_pfn << traits_.page_shift, static_cast<uint32_t>(bytes)};
+		pages += runs[i].count;
+	}
+	if (!os_.queue_add(QueueKind::kReporting, nullptr, 0, in, static_cast<unsigned>(count),
+			   &report_token_)) {
+		counters_.report_failures.add(1);
+		return false;
+	}
+	os_.queue_kick(QueueKind::kReporting);
+
+	// The pages may not be used before the device acknowledges the report.
+	for (;;) {
+		uint32_t len;
+		void* token = os_.queue_wait_used(QueueKind::kReporting, &len);
+
+		if (token == &report_token_)
+			break;
+		if (token) {
+			counters_.foreign_used_buffers.add(1);
+			continue;
+		}
+		// Never acknowledged: the device may have written the pages, so a guest that
+		// keeps a pattern in its free pages writes it again.
+		counters_.report_failures.add(1);
+		if (traits_.freed_pages_need_pattern) {
+			for (size_t i = 0; i < count; i++)
+				os_.initialise_pages(runs[i]);
+		}
+		return false;
+	}
+	counters_.reports.add(1);
+	counters_.pages_reported.add(pages * pfns_per_page_);
+	return true;
+}
+
+} // namespace vb
+
+#endif
