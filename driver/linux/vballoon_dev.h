@@ -10,7 +10,9 @@
 #include <linux/balloon_compaction.h>
 #include <linux/mutex.h>
 #include <linux/notifier.h>
+#include <linux/page_reporting.h>
 #include <linux/scatterlist.h>
+#include <linux/shrinker.h>
 #include <linux/spinlock.h>
 #include <linux/virtio.h>
 #include <linux/wait.h>
@@ -50,7 +52,29 @@ struct vballoon_dev {
 
 	struct notifier_block oom_nb;
 	struct dentry *debugfs_dir;
+
+	/* Free page hinting (vballoon_free_pages.c). */
+	struct workqueue_struct *hint_wq;
+	struct work_struct hint_work;
+	/* Blocks held as hints, linked through their first page; see vb_os_hint_list_*(). */
+	spinlock_t hint_lock;
+	struct list_head hint_blocks;
+	struct shrinker hint_shrinker;
+	bool hint_shrinker_registered;
+
+	/* Free page reporting. */
+	struct page_reporting_dev_info pr_dev_info;
+	bool reporting_registered;
+	struct vballoon_page_run report_runs[VB_OS_REPORT_RUNS_MAX];
 };
+
+/* vballoon_free_pages.c: free page hinting and reporting around the core. */
+int vballoon_free_pages_init(struct vballoon_dev *vb);
+void vballoon_free_pages_start(struct vballoon_dev *vb);
+void vballoon_free_pages_config_changed(struct vballoon_dev *vb);
+void vballoon_free_pages_stop(struct vballoon_dev *vb);
+void vballoon_free_pages_device_reset(struct vballoon_dev *vb);
+void vballoon_free_pages_destroy(struct vballoon_dev *vb);
 
 /* Module parameter: messages above this vb_os_vlog() level are dropped. */
 extern unsigned int vballoon_log_level;

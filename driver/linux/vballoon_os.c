@@ -281,6 +281,9 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 
 	if (!vq)
 		return NULL;
+	/* The free page queue interrupts only while someone waits (vballoon_init_vqs()). */
+	if (kind == VB_QUEUE_FREE_PAGE)
+		virtqueue_enable_cb(vq);
 	for (;;) {
 		/* The queue's callback wakes `acked` (vballoon_ack). */
 		wait_event_timeout(dev->acked, (token = virtqueue_get_buf(vq, &used_len)),
@@ -289,8 +292,12 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 			break;
 		/* A broken queue (the device went away) will never return the buffer. */
 		if (virtqueue_is_broken(vq))
-			return NULL;
+			break;
 	}
+	if (kind == VB_QUEUE_FREE_PAGE)
+		virtqueue_disable_cb(vq);
+	if (!token)
+		return NULL;
 	*len = used_len;
 	return token;
 }

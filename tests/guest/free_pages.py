@@ -102,7 +102,7 @@ class HintTracer:
     tracer, limited to that one function (set_ftrace_filter), so nothing else is slowed."""
 
     TRACING = "/sys/kernel/debug/tracing"
-    LINE = re.compile(r"([\d.]+) us\s+\|\s+(\w+)\(")
+    LINE = re.compile(r"([\d.]+) us\s+\|\s+(\w+)")
 
     def __init__(self, vm: GuestVM, function: str):
         self.vm = vm

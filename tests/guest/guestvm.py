@@ -123,7 +123,8 @@ def _set_pdeathsig():
 class GuestVM:
     def __init__(self, img: guest_image.GuestImage, *, name: str = "guest", ram_mib: int = 2048,
                  smp: int = 2, balloon_props: dict | None = None, append: str = "",
-                 log_dir: str | None = None, init_on_alloc_off: bool = True):
+                 log_dir: str | None = None, init_on_alloc_off: bool = True,
+                 extra_args: list[str] | None = None):
         self.img = img
         self.name = name
         self.ram_bytes = ram_mib * MIB
@@ -132,6 +133,7 @@ class GuestVM:
         self.balloon_props = dict(balloon_props or {})
         self.append = " ".join(a for a in (BASE_APPEND, INIT_ON_ALLOC_OFF if init_on_alloc_off
                                            else "", append) if a)
+        self.extra_args = list(extra_args or [])  # more QEMU options, e.g. -msg timestamp=on
         if self.balloon_props.get("free-page-hint") == "on":
             self.balloon_props.setdefault("iothread", BALLOON_IOTHREAD)
         self.log_dir = log_dir or os.path.join(guest_image.work_dir(), "logs")
@@ -168,6 +170,7 @@ class GuestVM:
             "-serial", "chardev:cmd",
             "-qmp", f"unix:{r}/qmp.sock,server=on,wait=off",
             "-device", f"virtio-balloon-pci,id=balloon0{props}",
+            *self.extra_args,
         ]
 
     def start(self, boot_timeout: float = 90.0) -> "GuestVM":
