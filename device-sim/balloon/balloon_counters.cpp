@@ -25,6 +25,14 @@ std::string_view to_string(BalloonRejection reason)
 		return "pfn-already-host-owned";
 	case BalloonRejection::kPfnNotHostOwned:
 		return "pfn-not-host-owned";
+	case BalloonRejection::kHintMalformed:
+		return "hint-malformed";
+	case BalloonRejection::kReportMalformed:
+		return "report-malformed";
+	case BalloonRejection::kRangeOutsideRam:
+		return "range-outside-ram";
+	case BalloonRejection::kReportedBalloonPage:
+		return "reported-balloon-page";
 	case BalloonRejection::kStatsPartialEntry:
 		return "stats-partial-entry";
 	case BalloonRejection::kStatsTooManyEntries:

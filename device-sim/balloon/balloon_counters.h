@@ -29,6 +29,11 @@ enum class BalloonRejection : uint8_t {
 	// Counted, but done anyway because doing it is harmless:
 	kPfnAlreadyHostOwned, // inflate of a page the balloon already holds (discarded again)
 	kPfnNotHostOwned,     // deflate of a page the balloon does not hold (acked)
+	// Free page hints and reports:
+	kHintMalformed,	      // a free_page_vq chain that is neither one 4-byte id nor in-buffers
+	kReportMalformed,     // a reporting_vq chain with device-readable parts, or empty
+	kRangeOutsideRam,     // a hinted or reported range not whole 4 KiB pages inside RAM
+	kReportedBalloonPage, // a reported range holding pages the balloon holds (not discarded)
 	// Stats buffers (the valid part is still used):
 	kStatsPartialEntry,   // length not a multiple of 10: the trailing bytes are ignored
 	kStatsTooManyEntries, // entries beyond the bound are ignored
@@ -55,10 +60,20 @@ struct BalloonCounters {
 	// cloud-hypervisor rejects them, so a driver that sends them breaks on those hosts.
 	std::atomic<uint64_t> requests_over_peer_cap{0};
 	std::atomic<uint64_t> pages_released_by_reset{0}; // held by the balloon when reset
-	// Chains on queues whose device side is not built yet (free page hints, reports):
-	// acknowledged without acting on them, which the spec allows.
-	std::atomic<uint64_t> chains_acked_without_action{0};
 
+	// Free page hinting: rounds the driver echoed and closed, ids ignored (stale, DONE from
+	// the driver, repeated), 4 KiB pages hinted in a live round or ignored outside one.
+	std::atomic<uint64_t> hint_rounds_started{0};
+	std::atomic<uint64_t> hint_rounds_stopped{0};
+	std::atomic<uint64_t> hint_ids_ignored{0};
+	std::atomic<uint64_t> pages_hinted{0};
+	std::atomic<uint64_t> pages_hint_ignored{0};
+	// Free page reporting: reports acknowledged; 4 KiB pages discarded, or kept because
+	// poison_val is not zero; reports whose discard failed.
+	std::atomic<uint64_t> report_requests{0};
+	std::atomic<uint64_t> pages_reported_discarded{0};
+	std::atomic<uint64_t> pages_reported_kept{0};
+	std::atomic<uint64_t> report_discard_failures{0};
 	std::atomic<uint64_t> stats_requests{0};      // buffers returned to ask for fresh stats
 	std::atomic<uint64_t> stats_updates{0};	      // buffers parsed
 	std::atomic<uint64_t> stats_extra_buffers{0}; // a second buffer while one was held

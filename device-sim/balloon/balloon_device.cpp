@@ -76,6 +76,7 @@ BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
     : options_(std::move(options)), memory_(memory),
       ownership_(memory.size() / GuestMemory::kPageBytes),
       discarder_(memory, options_.discard_mode, counters_), stats_(memory, counters_),
+      hint_queue_(memory, counters_), report_queue_(memory, discarder_, ownership_, counters_),
       transport_(memory, *this, transport_config(options_))
 {
 	if (options_.host_page_bytes % GuestMemory::kPageBytes != 0 || options_.host_page_bytes == 0)
@@ -173,6 +174,7 @@ void BalloonDevice::reset()
 	held_deflates_.clear();
 	set_held_deflates_count(0);
 	stats_.forget_buffer();
+	hint_queue_.reset(events_.load());
 	negotiated_ = 0;
 	// After a reset the driver starts with an empty balloon: every page is the guest's
 	// again (a rebooted guest uses all its RAM).
@@ -183,6 +185,53 @@ void BalloonDevice::reset()
 	transport_.update_config(VB_CONFIG_ACTUAL_OFFSET, &zero, sizeof(zero));
 	if (options_.profile.config_size_bytes >= VB_CONFIG_SIZE_WITH_POISON)
 		transport_.update_config(VB_CONFIG_POISON_VAL_OFFSET, &zero, sizeof(zero));
+	// A new driver starts with no round asked of it.
+	if (options_.profile.config_size_bytes >= VB_CONFIG_SIZE_WITH_HINT)
+		transport_.update_config(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET, &zero, sizeof(zero));
+}
+
+// ---- Free page hinting, host side -----------------------------------------------------------
+
+void BalloonDevice::write_hint_cmd_id(uint32_t id)
+{
+	const uint32_t wire = to_le(id);
+	transport_.update_config(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET, &wire, sizeof(wire));
+}
+
+uint32_t BalloonDevice::start_hint_round()
+{
+	if (!offers(options_.profile, VB_F_FREE_PAGE_HINT))
+		return 0;
+	uint32_t id = last_cmd_id_.load();
+	uint32_t next;
+	do {
+		// 2, 3, ... and back to 2 after 2^32 - 1 rounds: the driver closed those long ago.
+		next = id == UINT32_MAX ? VB_CMD_ID_MIN_RUN : id + 1;
+	} while (!last_cmd_id_.compare_exchange_weak(id, next));
+	write_hint_cmd_id(next);
+	return next;
+}
+
+void BalloonDevice::stop_hint_round()
+{
+	if (offers(options_.profile, VB_F_FREE_PAGE_HINT))
+		write_hint_cmd_id(VB_CMD_ID_STOP);
+}
+
+void BalloonDevice::finish_hinting()
+{
+	// After DONE the device must not change hinted pages; this one never does.
+	if (offers(options_.profile, VB_F_FREE_PAGE_HINT))
+		write_hint_cmd_id(VB_CMD_ID_DONE);
+}
+
+uint32_t BalloonDevice::hint_cmd_id() const
+{
+	if (options_.profile.config_size_bytes < VB_CONFIG_SIZE_WITH_HINT)
+		return 0;
+	uint32_t wire = 0;
+	transport_.read_config(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET, &wire, sizeof(wire));
+	return from_le(wire);
 }
 
 void BalloonDevice::activate(uint64_t negotiated_features)
@@ -240,9 +289,12 @@ void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
 		stats_.receive(queue, chain);
 		return;
 	case VB_QUEUE_FREE_PAGE:
+		hint_queue_.receive(queue, chain, hint_cmd_id(), events_.load());
+		return;
 	case VB_QUEUE_REPORTING:
-		counters_.chains_acked_without_action.fetch_add(1);
-		queue.push_used(chain.head, 0);
+		report_queue_.receive(queue, chain,
+				      negotiated(VB_F_PAGE_POISON) && poison_value() != 0,
+				      events_.load());
 		return;
 	case VB_QUEUE_KIND_COUNT:
 		break;

@@ -6,10 +6,11 @@
 //  deflateq  PFN arrays -> pages are handed back when the request is acked
 //  statsq    the one buffer the driver primes; returned to ask for fresh stats, on a
 //            timerfd interval or on request (stats_queue.h)
-//  free_page_vq, reporting_vq
-//            not built yet: chains are acked without action (legal: the device MAY act
-//            on hints and reports, it need not). Their handlers go in handle_chain()'s
-//            switch, as will the chunked-inflate and host-initialised-page variants.
+//  free_page_vq  command ids and hinted blocks, recorded and told to the FreePageEvents
+//            observer; rounds are started, stopped and finished by the host controls
+//            below (free_page_hint_queue.h)
+//  reporting_vq  reported ranges are discarded before the ack, unless a non-zero
+//            poison_val must survive (free_page_report_queue.h)
 //
 // Transport queue indices are dense over the negotiated features (vb_queue_index).
 //
@@ -30,6 +31,9 @@
 
 #include "balloon/balloon_counters.h"
 #include "balloon/balloon_profile.h"
+#include "balloon/free_page_events.h"
+#include "balloon/free_page_hint_queue.h"
+#include "balloon/free_page_report_queue.h"
 #include "balloon/guest_stats.h"
 #include "balloon/host_page_ownership.h"
 #include "balloon/huge_page_tracker.h"
@@ -102,6 +106,21 @@ public:
 	size_t held_deflate_acks() const { return held_deflates_count_.load(); }
 	bool wait_for_held_deflate_acks(size_t count, std::chrono::milliseconds timeout) const;
 
+	// ---- Free page hinting and reporting (any thread) ------------------------------------
+	// Who hears what the device learns about free guest memory (the migration model).
+	// Called on the device thread; set it before the driver binds, or null to stop.
+	void set_free_page_events(FreePageEvents* events) { events_.store(events); }
+	// Starts a hint round: a fresh command id (2 or more; ids only grow, so none is issued
+	// twice) in free_page_hint_cmd_id and a config-change interrupt. Returns the id, or 0
+	// when the profile does not offer FREE_PAGE_HINT.
+	uint32_t start_hint_round();
+	// STOP: the driver stops hinting and keeps the hinted pages.
+	void stop_hint_round();
+	// DONE: the host no longer needs the hints; the driver may reuse every hinted page.
+	void finish_hinting();
+	// free_page_hint_cmd_id as the device holds it (0 when the field does not exist).
+	uint32_t hint_cmd_id() const;
+
 	// ---- Observers -------------------------------------------------------------------
 	const BalloonCounters& counters() const { return counters_; }
 	// Transport index of a queue under the features negotiated at the last activation;
@@ -145,6 +164,7 @@ private:
 	void set_held_deflates_count(size_t count);
 	bool read_request(const DescriptorChain& chain, std::vector<uint64_t>& valid_pfns);
 	bool send_stats_request();
+	void write_hint_cmd_id(uint32_t id);
 
 	BalloonDeviceOptions options_;
 	GuestMemory& memory_;
@@ -152,6 +172,10 @@ private:
 	HostPageOwnership ownership_;
 	PageDiscarder discarder_;
 	StatsQueue stats_;
+	FreePageHintQueue hint_queue_;
+	FreePageReportQueue report_queue_;
+	std::atomic<FreePageEvents*> events_{nullptr};
+	std::atomic<uint32_t> last_cmd_id_{VB_CMD_ID_DONE};
 
 	// Used only inside DeviceBackend callbacks and posted tasks, i.e. under the transport's
 	// state lock: the device thread, or the guest thread resetting the device.

@@ -60,9 +60,15 @@ void BuddyAllocator::unlink_free(uint32_t index, unsigned order)
 	head.next = head.prev = kNone;
 	head.block_head = false;
 	free_block_count_[order]--;
+	// A block leaving the free lists (allocated, split, merged) is no longer reported.
+	if (head.reported) {
+		head.reported = false;
+		reported_pages_ -= 1ull << order;
+		reported_blocks_[order]--;
+	}
 }
 
-void BuddyAllocator::free_block_locked(uint32_t index, unsigned order)
+unsigned BuddyAllocator::free_block_locked(uint32_t index, unsigned order)
 {
 	uint64_t pfn = first_pfn_ + index;
 	uint64_t size = 1ull << order;
@@ -85,6 +91,81 @@ void BuddyAllocator::free_block_locked(uint32_t index, unsigned order)
 		order++;
 	}
 	push_free(static_cast<uint32_t>(pfn - first_pfn_), order);
+	return order;
+}
+
+void BuddyAllocator::set_report_notifier(unsigned order, std::function<void()> notify)
+{
+	std::lock_guard lock(mutex_);
+	report_order_ = order;
+	report_notify_ = std::move(notify);
+}
+
+size_t BuddyAllocator::isolate_unreported(unsigned order, uint64_t* first_pfns, size_t max_blocks)
+{
+	if (order > kMaxOrder)
+		return 0;
+	std::lock_guard lock(mutex_);
+	size_t taken = 0;
+	uint32_t index = free_heads_[order];
+	while (index != kNone && taken < max_blocks) {
+		uint32_t next = frames_[index].next;
+		if (!frames_[index].reported) {
+			unlink_free(index, order);
+			uint64_t size = 1ull << order;
+			for (uint64_t i = 0; i < size; i++)
+				frames_[index + i].state = FrameState::kUsed;
+			counts_.free -= size;
+			counts_.used += size;
+			first_pfns[taken++] = first_pfn_ + index;
+		}
+		index = next;
+	}
+	return taken;
+}
+
+bool BuddyAllocator::put_back_isolated(uint64_t first_pfn, unsigned order, bool reported)
+{
+	std::lock_guard lock(mutex_);
+	if (order > kMaxOrder || (first_pfn & ((1ull << order) - 1)) ||
+	    !run_in_state(first_pfn, 1ull << order, FrameState::kUsed))
+		return false;
+	uint32_t index = static_cast<uint32_t>(first_pfn - first_pfn_);
+	unsigned merged_order = free_block_locked(index, order);
+	if (reported && merged_order == order && frames_[index].block_head) {
+		frames_[index].reported = true;
+		reported_pages_ += 1ull << order;
+		reported_blocks_[order]++;
+	}
+	return true;
+}
+
+uint64_t BuddyAllocator::reported_pages() const
+{
+	std::lock_guard lock(mutex_);
+	return reported_pages_;
+}
+
+uint64_t BuddyAllocator::unreported_free_blocks(unsigned order) const
+{
+	std::lock_guard lock(mutex_);
+	return order <= kMaxOrder ? free_block_count_[order] - reported_blocks_[order] : 0;
+}
+
+bool BuddyAllocator::is_reported(uint64_t pfn) const
+{
+	std::lock_guard lock(mutex_);
+	if (pfn < first_pfn_ || pfn >= first_pfn_ + frame_count_)
+		return false;
+	for (unsigned order = 0; order <= kMaxOrder; order++) {
+		uint64_t head = pfn & ~((1ull << order) - 1);
+		if (head < first_pfn_)
+			break;
+		const Frame& frame = frames_[head - first_pfn_];
+		if (frame.block_head && frame.order == order)
+			return frame.reported;
+	}
+	return false;
 }
 
 std::optional<uint64_t> BuddyAllocator::allocate(unsigned order)
@@ -133,15 +214,25 @@ void BuddyAllocator::set_state(uint64_t first_pfn, uint64_t count, FrameState st
 
 bool BuddyAllocator::free_run(uint64_t first_pfn, uint64_t count)
 {
-	std::lock_guard lock(mutex_);
-	if (!run_in_state(first_pfn, count, FrameState::kUsed))
-		return false;
-	uint64_t end = first_pfn + count;
-	for (uint64_t pfn = first_pfn; pfn < end;) {
-		unsigned order = largest_fitting_order(pfn, end, kMaxOrder);
-		free_block_locked(static_cast<uint32_t>(pfn - first_pfn_), order);
-		pfn += 1ull << order;
+	unsigned largest_formed = 0;
+	bool reportable;
+	{
+		std::lock_guard lock(mutex_);
+		if (!run_in_state(first_pfn, count, FrameState::kUsed))
+			return false;
+		uint64_t end = first_pfn + count;
+		for (uint64_t pfn = first_pfn; pfn < end;) {
+			unsigned order = largest_fitting_order(pfn, end, kMaxOrder);
+			largest_formed = std::max(
+				largest_formed, free_block_locked(static_cast<uint32_t>(pfn - first_pfn_), order));
+			pfn += 1ull << order;
+		}
+		reportable = largest_formed >= report_order_ && report_notify_;
 	}
+	// Outside the lock: the reporting path may look at the free lists straight away. The
+	// notifier is set before the guest's threads start and cleared after they stop.
+	if (reportable)
+		report_notify_();
 	return true;
 }
 

@@ -45,6 +45,22 @@ public:
 	bool move_to_balloon(uint64_t first_pfn, uint64_t count);
 	bool move_from_balloon(uint64_t first_pfn, uint64_t count);
 
+	// ---- Free page reporting: mm/page_reporting.c's view of the free lists ------------
+	// Calls `notify` (outside the allocator's lock) whenever a free block of at least
+	// `order` forms: the reporting path's cue to schedule a pass.
+	void set_report_notifier(unsigned order, std::function<void()> notify);
+	// Takes up to `max_blocks` free blocks of exactly `order` that are not marked reported
+	// off the free lists (a larger block is never split for it) and writes their first
+	// PFNs. They are isolated (counted used) until put_back_isolated(). Returns the count.
+	size_t isolate_unreported(unsigned order, uint64_t* first_pfns, size_t max_blocks);
+	// Returns an isolated block to the free lists, marked reported when `reported` and it
+	// did not merge with a free buddy (as Linux does). Never notifies.
+	bool put_back_isolated(uint64_t first_pfn, unsigned order, bool reported);
+	// Free pages marked reported; whether the free block holding `pfn` is marked.
+	uint64_t reported_pages() const;
+	bool is_reported(uint64_t pfn) const;
+	uint64_t unreported_free_blocks(unsigned order) const;
+
 	FrameState state(uint64_t pfn) const;
 	Counts counts() const;
 	uint64_t free_blocks(unsigned order) const;
@@ -63,11 +79,13 @@ private:
 		uint8_t order = 0;     // order of the free block this frame heads
 		FrameState state = FrameState::kUsed;
 		bool block_head = false;
+		bool reported = false; // on the head frame of a free block the host was told of
 	};
 
 	void push_free(uint32_t index, unsigned order);
 	void unlink_free(uint32_t index, unsigned order);
-	void free_block_locked(uint32_t index, unsigned order);
+	// Returns the order of the free block the frames ended up in (after merging).
+	unsigned free_block_locked(uint32_t index, unsigned order);
 	bool run_in_state(uint64_t first_pfn, uint64_t count, FrameState expected) const;
 	void set_state(uint64_t first_pfn, uint64_t count, FrameState state);
 
@@ -78,6 +96,10 @@ private:
 	uint32_t free_heads_[kMaxOrder + 1];
 	uint64_t free_block_count_[kMaxOrder + 1] = {};
 	Counts counts_;
+	uint64_t reported_pages_ = 0;
+	uint64_t reported_blocks_[kMaxOrder + 1] = {};
+	unsigned report_order_ = kMaxOrder + 1;
+	std::function<void()> report_notify_;
 };
 
 } // namespace vbsim

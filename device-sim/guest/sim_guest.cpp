@@ -67,6 +67,8 @@ std::string SimGuest::probe()
 	traits.free_page_pattern = 0x01010101u * options_.free_policy.byte;
 	traits.max_alloc_order = BuddyAllocator::kMaxOrder;
 	traits.initialise_before_inflate = options_.zero_on_inflate && options_.free_policy.initialise;
+	traits.runs_free_page_hinting = options_.free_page_hinting;
+	traits.runs_page_reporting = options_.page_reporting;
 	uint64_t ring_features = VB_FEATURE(VB_F_VERSION_1);
 	if (options_.event_idx)
 		ring_features |= offered & VB_FEATURE(VB_F_RING_EVENT_IDX);
@@ -124,6 +126,14 @@ std::string SimGuest::probe()
 			      VB_STATUS_DRIVER_OK);
 	core_->start();
 	worker_ = std::thread([this] { worker(); });
+	if (negotiated_features_ & VB_FEATURE(VB_F_FREE_PAGE_HINT))
+		hint_worker_ = std::thread([this] { hint_worker(); });
+	if (negotiated_features_ & VB_FEATURE(VB_F_PAGE_REPORTING)) {
+		// Reports begin only after DRIVER_OK (the spec lets the driver report from then on).
+		allocator_->set_report_notifier(options_.report_order, [this] { report_request_.signal(); });
+		report_worker_ = std::thread([this] { report_worker(); });
+		report_request_.signal(); // memory free at boot is reportable too
+	}
 	return "";
 }
 
@@ -134,9 +144,17 @@ void SimGuest::remove()
 	stop_.signal();
 	if (worker_.joinable())
 		worker_.join();
+	// A round or a report in progress finishes first (Linux's cancel_work_sync()).
+	if (hint_worker_.joinable())
+		hint_worker_.join();
+	if (report_worker_.joinable())
+		report_worker_.join();
+	allocator_->set_report_notifier(BuddyAllocator::kMaxOrder + 1, nullptr);
 	// Like Linux's remove: give every page back while the device still listens, then reset.
 	if (transport_.status() & VB_STATUS_DRIVER_OK && !(transport_.status() & VB_STATUS_NEEDS_RESET))
 		core_->release_all();
+	// Hinted blocks come back too: the device is about to forget them.
+	core_->hint_device_reset();
 	os_->abort_waits();
 	transport_.set_status(0);
 	// Pages the device never acknowledged are still the guest's: take them back too.
@@ -204,12 +222,105 @@ void SimGuest::worker()
 			uint64_t drained;
 			if (read(transport_.config_change_fd(), &drained, sizeof(drained)) < 0) {
 			}
+			// The config-change callback's part of hinting: note it, queue the work item.
+			if (core_->hint_config_changed())
+				hint_work_.signal();
 		}
 		if (retry)
 			retry_.drain();
 		if (config_changed || (retry && last_result_ == vb::StepResult::kStalled))
 			adjust_pass();
 	}
+}
+
+void SimGuest::note_progress()
+{
+	{
+		std::lock_guard lock(state_mutex_);
+	}
+	state_changed_.notify_all();
+}
+
+void SimGuest::hint_worker()
+{
+	for (;;) {
+		struct pollfd fds[2] = {{stop_.fd(), POLLIN, 0}, {hint_work_.fd(), POLLIN, 0}};
+		if (poll(fds, 2, -1) < 0)
+			continue;
+		if (fds[0].revents & POLLIN)
+			return;
+		if (fds[1].revents & POLLIN) {
+			hint_work_.drain();
+			core_->handle_free_page_hint();
+			note_progress();
+		}
+	}
+}
+
+void SimGuest::report_worker()
+{
+	for (;;) {
+		struct pollfd fds[2] = {{stop_.fd(), POLLIN, 0}, {report_request_.fd(), POLLIN, 0}};
+		if (poll(fds, 2, -1) < 0)
+			continue;
+		if (fds[0].revents & POLLIN)
+			return;
+		if (!(fds[1].revents & POLLIN))
+			continue;
+		// A delayed pass, as Linux's: more blocks get freed meanwhile and go in one pass.
+		struct pollfd stop = {stop_.fd(), POLLIN, 0};
+		if (poll(&stop, 1, static_cast<int>(options_.report_delay.count())) > 0)
+			return;
+		report_request_.drain();
+		bool more = report_pass();
+		report_passes_++;
+		note_progress();
+		if (more)
+			report_request_.signal();
+	}
+}
+
+bool SimGuest::report_pass()
+{
+	constexpr size_t kBatch = Core::kReportRunsMax;
+	constexpr uint64_t kBudgetShare = 16; // at most 1/16 of a free list per pass
+	bool more = false;
+
+	for (unsigned order = options_.report_order; order <= BuddyAllocator::kMaxOrder; order++) {
+		uint64_t batches = std::max<uint64_t>(
+			1, (allocator_->free_blocks(order) + kBatch * kBudgetShare - 1) / (kBatch * kBudgetShare));
+		for (; batches > 0; batches--) {
+			uint64_t pfns[kBatch];
+			size_t count = allocator_->isolate_unreported(order, pfns, kBatch);
+			if (!count)
+				break;
+			vb::PageRun runs[kBatch];
+			for (size_t i = 0; i < count; i++)
+				runs[i] = {pfns[i], 1ull << order};
+			// Only an acknowledged report marks the blocks; either way they go back.
+			bool acked = core_->report_free_pages(runs, count);
+			for (size_t i = 0; i < count; i++) {
+				if (!allocator_->put_back_isolated(pfns[i], order, acked))
+					throw std::logic_error("an isolated block could not go back");
+			}
+			if (!acked)
+				return false; // the device is gone or broken: no more passes
+		}
+		if (allocator_->unreported_free_blocks(order) > 0)
+			more = true;
+	}
+	return more;
+}
+
+uint64_t SimGuest::shrink_free_page_hints(uint64_t pages)
+{
+	return core_ ? core_->hint_release(pages) : 0;
+}
+
+bool SimGuest::wait_for(const std::function<bool()>& condition, std::chrono::milliseconds timeout)
+{
+	std::unique_lock lock(state_mutex_);
+	return state_changed_.wait_for(lock, timeout, condition);
 }
 
 std::optional<vb::StepResult> SimGuest::wait_until_settled(std::chrono::milliseconds timeout)
@@ -245,7 +356,13 @@ UserMemory SimGuest::allocate_user_memory(uint64_t pages, uint8_t fill_byte)
 				order--;
 				continue;
 			}
-			// Out of memory: the OOM notifier chain runs before anything is killed.
+			// Memory pressure: the shrinkers run first (free page hints held by the driver
+			// are the cheapest memory to get back), then the OOM notifier chain.
+			constexpr uint64_t kShrinkBatch = 128; // Linux's SHRINK_BATCH
+			if (core_ && core_->hint_held_pages() > 0 && core_->hint_release(kShrinkBatch) > 0) {
+				order = BuddyAllocator::kMaxOrder;
+				continue;
+			}
 			oom_notifications_++;
 			if (core_ && core_->deflate_for_oom() > 0) {
 				order = BuddyAllocator::kMaxOrder;
@@ -269,6 +386,10 @@ UserMemory SimGuest::allocate_user_memory(uint64_t pages, uint8_t fill_byte)
 void SimGuest::free_user_memory(UserMemory& user)
 {
 	for (const vb::PageRun& run : user.runs) {
+		// init_on_free or page poisoning: freed memory holds the guest's pattern.
+		if (options_.free_policy.initialise &&
+		    !memory_.fill(run.first_pfn * kPageBytes, options_.free_policy.byte, run.count * kPageBytes))
+			throw std::logic_error("user memory outside guest RAM");
 		if (!allocator_->free_run(run.first_pfn, run.count))
 			throw std::logic_error("user memory freed twice");
 	}
@@ -302,6 +423,9 @@ std::string SimGuest::check_accounting() const
 	if (core_ && core_->balloon_pfns() != listed)
 		problems << "driver counts " << core_->balloon_pfns() << " balloon pages, the list " << listed
 			 << "\n";
+	if (core_ && core_->hint_held_pages() != os_->hint_list_pages())
+		problems << "driver counts " << core_->hint_held_pages() << " hinted pages, the hint list "
+			 << os_->hint_list_pages() << "\n";
 	if (counts.used < user_pages_)
 		problems << "fewer used pages (" << counts.used << ") than user memory (" << user_pages_ << ")\n";
 	return problems.str();

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,17 @@ struct SimGuestOptions {
 	bool zero_on_inflate = false;
 	bool event_idx = true;
 	bool indirect_descriptors = true;
+	// Free page hinting: the guest runs the hint work item on its own thread and offers
+	// the shrinker (shrink_free_page_hints(), also used by user allocations under memory
+	// pressure). Off by default, so a scenario measures one thing at a time.
+	bool free_page_hinting = false;
+	// Free page reporting, as mm/page_reporting.c: when a free block of report_order or
+	// more forms, a pass runs report_delay later on the reporting thread; per order it
+	// reports at most 1/16 of the free blocks (at least one batch of 32) and runs again
+	// while unreported blocks remain. Off by default, like hinting.
+	bool page_reporting = false;
+	unsigned report_order = 9; // pageblock order: 2 MiB
+	std::chrono::milliseconds report_delay{2};
 	// Device-specific feature bits the driver refuses even when it supports them.
 	uint64_t refused_features = 0;
 	bool verbose = false;
@@ -79,6 +91,13 @@ public:
 	// Compaction moves ballooned page `pfn` to a free page; false when the balloon was busy
 	// or no page was free.
 	bool migrate_balloon_page(uint64_t pfn);
+	// The shrinker's scan: gives at least `pages` held as free page hints back (whole
+	// blocks). Returns the pages freed.
+	uint64_t shrink_free_page_hints(uint64_t pages);
+	// Blocks until `condition` holds, re-checked after every piece of driver work (an
+	// adjust pass, a stats reply, a hint work item, a reporting pass); false on timeout.
+	bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+	uint64_t report_passes() const { return report_passes_; }
 
 	void set_host_owns_probe(SimOs::HostOwnsPage probe) { os_->set_host_owns_probe(std::move(probe)); }
 
@@ -100,6 +119,11 @@ private:
 	uint64_t kernel_alloc(uint64_t bytes, uint64_t align);
 	void worker();
 	void adjust_pass();
+	void hint_worker();
+	void report_worker();
+	// Reports what the budget allows; true when unreported blocks remain.
+	bool report_pass();
+	void note_progress();
 
 	GuestMemory& memory_;
 	Transport& transport_;
@@ -111,6 +135,10 @@ private:
 	uint64_t negotiated_features_ = 0;
 
 	std::thread worker_;
+	std::thread hint_worker_;
+	std::thread report_worker_;
+	EventFd hint_work_;      // the hint work item is queued
+	EventFd report_request_; // a reportable block formed
 	EventFd stop_;
 	EventFd retry_; // memory was freed: a stalled inflate may go on
 	mutable std::mutex state_mutex_;
@@ -120,6 +148,7 @@ private:
 	vb::StepResult last_result_ = vb::StepResult::kSettled;
 	std::atomic<uint64_t> oom_notifications_{0};
 	std::atomic<uint64_t> user_pages_{0};
+	std::atomic<uint64_t> report_passes_{0};
 };
 
 } // namespace vbsim

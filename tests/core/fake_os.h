@@ -11,6 +11,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <deque>
+#include <functional>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -135,6 +137,8 @@ public:
 		EXPECT_EQ(allocator.state(run.first_pfn), vbsim::BuddyAllocator::FrameState::kUsed);
 		hint_list.push_back(run);
 		log_event(Event::of(Event::kHintInsert, {}, run.first_pfn, run.count));
+		if (after_hint_insert)
+			after_hint_insert();
 	}
 	size_t hint_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
 	{
@@ -179,6 +183,26 @@ public:
 				bitmaps[token] = in[0];
 				bitmap_requests++;
 			}
+		} else if (queue == vb::QueueKind::kFreePage) {
+			EXPECT_EQ(n_out + n_in, 1u) << "one buffer per free_page_vq chain";
+			EXPECT_FALSE(lock_held) << "the core must not use free_page_vq under the balloon lock";
+			FreePageBuffer buffer;
+			if (n_out == 1) {
+				buffer.is_id = true;
+				buffer.len = out[0].len;
+				buffer.cmd_id = *reinterpret_cast<const uint32_t*>(out[0].phys_addr);
+			} else {
+				buffer.addr = in[0].phys_addr;
+				buffer.len = in[0].len;
+			}
+			free_page_buffers.push_back(buffer);
+			max_free_page_in_flight = std::max<size_t>(max_free_page_in_flight,
+								   q.pending.size() + q.in_device.size() + 1);
+		} else if (queue == vb::QueueKind::kReporting) {
+			EXPECT_EQ(n_out, 0u);
+			EXPECT_FALSE(lock_held) << "the core must not use reporting_vq under the balloon lock";
+			std::vector<vb::Segment> report(in, in + n_in);
+			reports.push_back(report);
 		} else if (queue == vb::QueueKind::kStats) {
 			EXPECT_EQ(n_out, 1u);
 			EXPECT_EQ(n_in, 0u);
@@ -212,6 +236,8 @@ public:
 	void* queue_wait_used(vb::QueueKind queue, uint32_t* len)
 	{
 		auto& q = queues[static_cast<int>(queue)];
+		if (device_gone)
+			return nullptr;
 		if (q.used.empty() && !q.in_device.empty() && queue != vb::QueueKind::kStats) {
 			q.used.push_back(q.in_device.front());
 			q.in_device.pop_front();
@@ -298,6 +324,18 @@ public:
 	vbsim::BuddyAllocator allocator;
 	std::vector<uint64_t> balloon_list;
 	std::vector<vb::PageRun> hint_list;
+	// What travelled on free_page_vq, in order: id buffers (out) and hinted blocks (in).
+	struct FreePageBuffer {
+		bool is_id = false;
+		uint32_t cmd_id = 0;
+		uint64_t addr = 0;
+		uint32_t len = 0;
+	};
+	std::vector<FreePageBuffer> free_page_buffers;
+	size_t max_free_page_in_flight = 0;
+	std::function<void()> after_hint_insert; // a test's device acting mid-round
+	std::vector<std::vector<vb::Segment>> reports; // reporting_vq chains
+	bool device_gone = false; // queue_wait_used returns nothing: the device went away
 	std::set<uint64_t> initialised;
 	std::map<const void*, vb::Segment> bitmaps;
 	bool chunked = false;

@@ -29,10 +29,37 @@ TEST(FeatureNegotiation, PagePoisonAndDeviceInitOnlyWhenTheGuestWritesAPattern)
 	EXPECT_TRUE(vb::accept_features(kEverything, traits) & VB_FEATURE(VB_F_X_INIT_ON_INFLATE));
 }
 
+TEST(FeatureNegotiation, HintingAndReportingOnlyWhenTheOsServesThem)
+{
+	vb::GuestTraits traits;
+	uint64_t both = VB_FEATURE(VB_F_FREE_PAGE_HINT) | VB_FEATURE(VB_F_PAGE_REPORTING);
+	EXPECT_EQ(vb::accept_features(both, traits), 0u);
+	traits.runs_free_page_hinting = true;
+	EXPECT_EQ(vb::accept_features(both, traits), VB_FEATURE(VB_F_FREE_PAGE_HINT));
+	traits.runs_page_reporting = true;
+	EXPECT_EQ(vb::accept_features(both, traits), both);
+}
+
+TEST(FeatureNegotiation, APatternGuestReportsOnlyWhenTheDeviceLearnsThePattern)
+{
+	vb::GuestTraits traits;
+	traits.runs_page_reporting = true;
+	traits.freed_pages_need_pattern = true;
+	uint64_t reporting = VB_FEATURE(VB_F_PAGE_REPORTING);
+	EXPECT_EQ(vb::accept_features(reporting, traits), 0u)
+		<< "without PAGE_POISON the device could change free pages the guest relies on";
+	EXPECT_EQ(vb::accept_features(reporting | VB_FEATURE(VB_F_PAGE_POISON), traits),
+		  reporting | VB_FEATURE(VB_F_PAGE_POISON));
+	traits.freed_pages_need_pattern = false;
+	EXPECT_EQ(vb::accept_features(reporting, traits), reporting);
+}
+
 TEST(FeatureNegotiation, NeverAcceptsWhatIsNotOffered)
 {
 	vb::GuestTraits traits;
 	traits.freed_pages_need_pattern = true;
+	traits.runs_free_page_hinting = true;
+	traits.runs_page_reporting = true;
 	for (unsigned bit = 0; bit < 64; bit++) {
 		uint64_t offered = VB_FEATURE(bit);
 		EXPECT_EQ(vb::accept_features(offered, traits) & ~offered, 0u) << bit;

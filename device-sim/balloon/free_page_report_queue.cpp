@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "balloon/free_page_report_queue.h"
+
+#include "balloon/free_page_hint_queue.h"
+#include "balloon/host_page_ownership.h"
+#include "memory/guest_memory.h"
+#include "virtqueue/device_queue.h"
+
+namespace vbsim
+{
+
+namespace
+{
+
+bool any_host_owned(const HostPageOwnership& ownership, uint64_t first_pfn, uint64_t count)
+{
+	for (uint64_t pfn = first_pfn; pfn < first_pfn + count; pfn++)
+		if (ownership.owns(pfn))
+			return true;
+	return false;
+}
+
+} // namespace
+
+void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& chain,
+				  bool keep_contents, FreePageEvents* events)
+{
+	// Reports are device-writable ranges only (what Linux sends); a chain that also asks
+	// the device to read is refused whole, untouched.
+	if (!chain.readable.empty() || chain.writable.empty()) {
+		counters_.reject(BalloonRejection::kReportMalformed);
+		queue.push_used(chain.head, 0);
+		return;
+	}
+	counters_.report_requests.fetch_add(1);
+	runs_.clear();
+	for (const Segment& range : chain.writable) {
+		if (!whole_pages_inside_ram(memory_, range)) {
+			counters_.reject(BalloonRejection::kRangeOutsideRam);
+			continue;
+		}
+		const uint64_t first = range.phys_addr / GuestMemory::kPageBytes;
+		const uint64_t count = range.len / GuestMemory::kPageBytes;
+		// A free page cannot be in the balloon: a driver that says so is confused, and
+		// the balloon's pages are none of reporting's business.
+		if (any_host_owned(ownership_, first, count)) {
+			counters_.reject(BalloonRejection::kReportedBalloonPage);
+			continue;
+		}
+		runs_.push_back({first, count});
+	}
+	uint64_t pages = 0;
+	for (const PfnRun& run : runs_)
+		pages += run.page_count;
+	if (keep_contents) {
+		counters_.pages_reported_kept.fetch_add(pages);
+	} else {
+		std::vector<PfnRun> discard = runs_; // discard_runs may reorder and join them
+		if (!discarder_.discard_runs(discard))
+			counters_.report_discard_failures.fetch_add(1);
+		counters_.pages_reported_discarded.fetch_add(pages);
+	}
+	if (events) {
+		for (const PfnRun& run : runs_)
+			events->pages_reported(run.first_pfn * GuestMemory::kPageBytes,
+					       run.page_count * GuestMemory::kPageBytes);
+	}
+	// Acknowledged only now: the guest may reuse the pages once it sees this.
+	queue.push_used(chain.head, 0);
+}
+
+} // namespace vbsim

@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Free page hinting in the core, against the inline device of fake_os.h: the command-id
+// state machine case by case, with exact page counts.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fake_os.h"
+
+namespace vbtest {
+namespace {
+
+constexpr uint64_t kFirstPfn = 1024;
+constexpr uint64_t kGuestPages = 16384; // 64 MiB: sixteen 4 MiB blocks
+constexpr uint64_t kBlockPages = 1024;  // order 10
+constexpr uint64_t kBlocks = kGuestPages / kBlockPages;
+constexpr uint64_t kHint = VB_FEATURE(VB_F_FREE_PAGE_HINT);
+
+struct HintGuest {
+	explicit HintGuest(uint64_t features = kHint, vb::GuestTraits traits = {})
+		: os(kFirstPfn, kGuestPages), balloon(os, features, traits)
+	{
+		EXPECT_TRUE(balloon.prepare());
+		balloon.start();
+	}
+
+	// The device writes a command id and raises a config change; the OS's callback notes
+	// it. The OS's work item runs later (handle()).
+	void device_writes(uint32_t cmd_id)
+	{
+		os.config[VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET / 4] = cmd_id;
+		EXPECT_TRUE(balloon.hint_config_changed());
+	}
+	void handle() { balloon.handle_free_page_hint(); }
+
+	std::vector<FakeOs::FreePageBuffer> ids() const
+	{
+		std::vector<FakeOs::FreePageBuffer> out;
+		for (const auto& b : os.free_page_buffers)
+			if (b.is_id)
+				out.push_back(b);
+		return out;
+	}
+	size_t blocks_sent() const { return os.free_page_buffers.size() - ids().size(); }
+	uint64_t free_pages() const { return os.allocator.counts().free; }
+
+	FakeOs os;
+	vb::Balloon<FakeOs> balloon;
+};
+
+// The id, then blocks, then STOP: the shape of every round.
+void expect_round_shape(const std::vector<FakeOs::FreePageBuffer>& buffers, size_t first, uint32_t cmd_id,
+			size_t* end)
+{
+	ASSERT_LT(first, buffers.size());
+	EXPECT_TRUE(buffers[first].is_id);
+	EXPECT_EQ(buffers[first].cmd_id, cmd_id);
+	size_t i = first + 1;
+	while (i < buffers.size() && !buffers[i].is_id) {
+		EXPECT_EQ(buffers[i].len, kBlockPages * 4096) << "hints are blocks of the largest order";
+		EXPECT_EQ(buffers[i].addr % (kBlockPages * 4096), 0u) << "blocks are naturally aligned";
+		i++;
+	}
+	ASSERT_LT(i, buffers.size()) << "round " << cmd_id << " was never closed";
+	EXPECT_EQ(buffers[i].cmd_id, VB_CMD_ID_STOP);
+	*end = i + 1;
+}
+
+TEST(FreePageHint, ARoundSendsTheIdThenEveryFreeBlockThenStop)
+{
+	HintGuest guest;
+	guest.device_writes(5);
+	guest.handle();
+
+	size_t end;
+	expect_round_shape(guest.os.free_page_buffers, 0, 5, &end);
+	EXPECT_EQ(end, guest.os.free_page_buffers.size());
+	for (const auto& id : guest.ids())
+		EXPECT_EQ(id.len, 4u) << "every out buffer on free_page_vq is 4 bytes";
+	EXPECT_EQ(guest.blocks_sent(), kBlocks);
+	EXPECT_EQ(guest.free_pages(), 0u) << "every free block was hinted";
+	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages);
+	EXPECT_EQ(guest.os.hint_list.size(), kBlocks);
+	EXPECT_EQ(guest.balloon.counters().hint_rounds.get(), 1u);
+
+	// The hinted blocks are exactly the ones on the hint list, each sent once.
+	std::set<uint64_t> sent, held;
+	for (const auto& b : guest.os.free_page_buffers) {
+		if (!b.is_id) {
+			EXPECT_TRUE(sent.insert(b.addr / 4096).second);
+		}
+	}
+	for (const auto& run : guest.os.hint_list)
+		held.insert(run.first_pfn);
+	EXPECT_EQ(sent, held);
+}
+
+TEST(FreePageHint, OnlyBlocksOfTheLargestOrderAreTaken)
+{
+	HintGuest guest;
+	// Fragment one block: its pages stay free, but no 4 MiB block contains them.
+	auto page = guest.os.allocator.allocate(0);
+	ASSERT_TRUE(page);
+	guest.device_writes(2);
+	guest.handle();
+	EXPECT_EQ(guest.blocks_sent(), kBlocks - 1);
+	EXPECT_EQ(guest.free_pages(), kBlockPages - 1) << "smaller free blocks stay with the guest";
+}
+
+TEST(FreePageHint, ARepeatedIdIsAnsweredOnce)
+{
+	HintGuest guest;
+	guest.device_writes(7);
+	guest.handle();
+	size_t after_first = guest.os.free_page_buffers.size();
+	guest.device_writes(7); // the same id again, no STOP or DONE between
+	guest.handle();
+	EXPECT_EQ(guest.os.free_page_buffers.size(), after_first) << "the id must not travel twice";
+	EXPECT_EQ(guest.balloon.counters().hint_rounds.get(), 1u);
+	EXPECT_EQ(guest.balloon.counters().hint_ids_ignored.get(), 1u);
+}
+
+TEST(FreePageHint, StopKeepsTheBlocksAndAllowsTheIdAgain)
+{
+	HintGuest guest;
+	guest.device_writes(9);
+	guest.handle();
+	guest.device_writes(VB_CMD_ID_STOP);
+	guest.handle();
+	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages) << "STOP does not release hints";
+	EXPECT_EQ(guest.free_pages(), 0u);
+	// After STOP the device may issue the same id again: a new round (with nothing left
+	// to hint, since every block is still held).
+	guest.device_writes(9);
+	guest.handle();
+	ASSERT_EQ(guest.ids().size(), 4u);
+	EXPECT_EQ(guest.ids()[2].cmd_id, 9u);
+	EXPECT_EQ(guest.ids()[3].cmd_id, VB_CMD_ID_STOP);
+	EXPECT_EQ(guest.balloon.counters().hint_rounds.get(), 2u);
+}
+
+TEST(FreePageHint, DoneGivesEveryBlockBackAndTheCountsBalance)
+{
+	HintGuest guest;
+	guest.device_writes(3);
+	guest.handle();
+	ASSERT_EQ(guest.free_pages(), 0u);
+	guest.device_writes(VB_CMD_ID_DONE);
+	guest.handle();
+
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.balloon.hint_held_pages(), 0u);
+	EXPECT_TRUE(guest.os.hint_list.empty());
+	EXPECT_EQ(guest.balloon.counters().hint_pages_returned.get(), kGuestPages);
+	EXPECT_EQ(guest.balloon.counters().hint_pages_released_early.get(), 0u);
+	EXPECT_TRUE(guest.os.events_of(Event::kInitialise).empty())
+		<< "after DONE the driver need not write the pages";
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+	// A second DONE has nothing left to give: nothing is freed twice (the allocator
+	// would fail the test on a double free).
+	guest.device_writes(VB_CMD_ID_DONE);
+	guest.handle();
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+}
+
+TEST(FreePageHint, ANewIdDuringARoundClosesItAndStartsTheNext)
+{
+	HintGuest guest;
+	int inserted = 0;
+	guest.os.after_hint_insert = [&] {
+		if (++inserted == 3)
+			guest.device_writes(11);
+	};
+	guest.device_writes(10);
+	guest.handle();
+
+	const auto& buffers = guest.os.free_page_buffers;
+	size_t end_first, end_second;
+	expect_round_shape(buffers, 0, 10, &end_first);
+	EXPECT_EQ(end_first, 1 + 3 + 1u) << "the round stops right after the id changed";
+	expect_round_shape(buffers, end_first, 11, &end_second);
+	EXPECT_EQ(end_second, buffers.size());
+	EXPECT_EQ(guest.blocks_sent(), kBlocks);
+	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages) << "blocks of the old round stay held";
+	EXPECT_EQ(guest.balloon.counters().hint_rounds.get(), 2u);
+}
+
+TEST(FreePageHint, DoneDuringARoundClosesItAndGivesEverythingBack)
+{
+	HintGuest guest;
+	int inserted = 0;
+	guest.os.after_hint_insert = [&] {
+		if (++inserted == 2)
+			guest.device_writes(VB_CMD_ID_DONE);
+	};
+	guest.device_writes(12);
+	guest.handle();
+
+	size_t end;
+	expect_round_shape(guest.os.free_page_buffers, 0, 12, &end);
+	EXPECT_EQ(guest.blocks_sent(), 2u);
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.balloon.hint_held_pages(), 0u);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
+TEST(FreePageHint, StopDuringARoundClosesItAndKeepsTheBlocks)
+{
+	HintGuest guest;
+	int inserted = 0;
+	guest.os.after_hint_insert = [&] {
+		if (++inserted == 4)
+			guest.device_writes(VB_CMD_ID_STOP);
+	};
+	guest.device_writes(13);
+	guest.handle();
+	EXPECT_EQ(guest.blocks_sent(), 4u);
+	EXPECT_EQ(guest.balloon.hint_held_pages(), 4 * kBlockPages);
+	EXPECT_EQ(guest.free_pages(), kGuestPages - 4 * kBlockPages);
+}
+
+TEST(FreePageHint, TheShrinkerTakesBlocksBackMidRoundAndTheRoundGoesOn)
+{
+	HintGuest guest;
+	int inserted = 0;
+	uint64_t released = 0;
+	guest.os.after_hint_insert = [&] {
+		if (++inserted == 4)
+			released = guest.balloon.hint_release(1); // rounded up to one block
+	};
+	guest.device_writes(14);
+	guest.handle();
+
+	EXPECT_EQ(released, kBlockPages);
+	EXPECT_EQ(guest.balloon.counters().hint_pages_released_early.get(), kBlockPages);
+	// Released before DONE, so initialised first (the spec's rule for early reuse).
+	auto inits = guest.os.events_of(Event::kInitialise);
+	ASSERT_EQ(inits.size(), 1u);
+	EXPECT_EQ(inits[0].count, kBlockPages);
+	// The round went on: the released block was free again and was hinted again.
+	EXPECT_EQ(guest.blocks_sent(), kBlocks + 1);
+	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages);
+	size_t end;
+	expect_round_shape(guest.os.free_page_buffers, 0, 14, &end);
+}
+
+TEST(FreePageHint, TheShrinkerCountsAndReleasesWhatIsHeld)
+{
+	HintGuest guest;
+	guest.device_writes(15);
+	guest.handle();
+	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages);
+	EXPECT_EQ(guest.balloon.hint_release(kBlockPages + 1), 2 * kBlockPages);
+	EXPECT_EQ(guest.free_pages(), 2 * kBlockPages);
+	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages - 2 * kBlockPages);
+	// Everything, even far more than is held.
+	EXPECT_EQ(guest.balloon.hint_release(~0ull), kGuestPages - 2 * kBlockPages);
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.balloon.hint_release(1), 0u);
+	// DONE afterwards finds nothing to free twice.
+	guest.device_writes(VB_CMD_ID_DONE);
+	guest.handle();
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
+TEST(FreePageHint, AfterDoneTheShrinkerNeedNotInitialise)
+{
+	HintGuest guest;
+	guest.device_writes(16);
+	guest.handle();
+	// DONE seen by the config callback but the work item has not run yet: the shrinker
+	// must still initialise, since the work item is what reads the id.
+	guest.device_writes(VB_CMD_ID_DONE);
+	EXPECT_EQ(guest.balloon.hint_release(1), kBlockPages);
+	EXPECT_EQ(guest.os.events_of(Event::kInitialise).size(), 1u);
+	guest.handle();
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.os.events_of(Event::kInitialise).size(), 1u);
+}
+
+TEST(FreePageHint, ASmallRingKeepsASlotForStopAndStillCarriesEveryBlock)
+{
+	HintGuest guest;
+	guest.os.queue_capacity = 4;
+	guest.device_writes(17);
+	guest.handle();
+	EXPECT_EQ(guest.blocks_sent(), kBlocks);
+	EXPECT_LE(guest.os.max_free_page_in_flight, 4u);
+	size_t end;
+	expect_round_shape(guest.os.free_page_buffers, 0, 17, &end);
+	EXPECT_EQ(end, guest.os.free_page_buffers.size());
+}
+
+TEST(FreePageHint, ADeviceResetMidRoundLosesNoBlock)
+{
+	HintGuest guest;
+	guest.os.queue_capacity = 4; // the round must wait on the device, which then goes away
+	int inserted = 0;
+	guest.os.after_hint_insert = [&] {
+		if (++inserted == 2)
+			guest.os.device_gone = true;
+	};
+	guest.device_writes(18);
+	guest.handle();
+	EXPECT_LT(guest.blocks_sent(), kBlocks);
+	uint64_t held = guest.balloon.hint_held_pages();
+	EXPECT_GT(held, 0u);
+	EXPECT_EQ(guest.free_pages() + held, kGuestPages);
+
+	guest.balloon.hint_device_reset();
+	EXPECT_EQ(guest.balloon.hint_held_pages(), 0u);
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.balloon.counters().hint_pages_released_early.get(), held);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+	// After the reset, the same id starts a fresh round.
+	guest.os.device_gone = false;
+	guest.os.queues[static_cast<int>(vb::QueueKind::kFreePage)] = {};
+	guest.os.queue_capacity = 128;
+	guest.device_writes(18);
+	guest.handle();
+	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages);
+}
+
+TEST(FreePageHint, NothingHappensWithoutTheFeature)
+{
+	HintGuest guest(0);
+	guest.os.config[VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET / 4] = 5;
+	EXPECT_FALSE(guest.balloon.hint_config_changed());
+	guest.handle();
+	EXPECT_TRUE(guest.os.free_page_buffers.empty());
+	EXPECT_EQ(guest.balloon.hint_release(~0ull), 0u);
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+}
+
+TEST(FreePageHint, HintingAndInflateShareNoPagesAndBothBalance)
+{
+	HintGuest guest(kHint | VB_FEATURE(VB_F_STATS_VQ));
+	guest.os.config[VB_CONFIG_NUM_PAGES_OFFSET / 4] = 4096;
+	while (guest.balloon.adjust_towards_target() == vb::StepResult::kMoreWork) {
+	}
+	guest.device_writes(19);
+	guest.handle();
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 4096u);
+	EXPECT_EQ(guest.balloon.hint_held_pages() + guest.os.allocator.counts().balloon, kGuestPages);
+	for (const auto& run : guest.os.hint_list) {
+		for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++)
+			ASSERT_EQ(guest.os.allocator.state(pfn), vbsim::BuddyAllocator::FrameState::kUsed);
+	}
+	// Deflate while hints are held: unaffected.
+	guest.os.config[VB_CONFIG_NUM_PAGES_OFFSET / 4] = 0;
+	while (guest.balloon.adjust_towards_target() == vb::StepResult::kMoreWork) {
+	}
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 0u);
+	EXPECT_EQ(guest.free_pages(), 4096u);
+	guest.device_writes(VB_CMD_ID_DONE);
+	guest.handle();
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+}
+
+} // namespace
+} // namespace vbtest

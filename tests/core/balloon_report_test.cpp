@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Free page reporting in the core, against the inline device of fake_os.h.
+#include <gtest/gtest.h>
+
+#include "fake_os.h"
+
+namespace vbtest {
+namespace {
+
+constexpr uint64_t kFirstPfn = 1024;
+constexpr uint64_t kGuestPages = 16384;
+constexpr uint64_t kReporting = VB_FEATURE(VB_F_PAGE_REPORTING);
+
+struct ReportGuest {
+	explicit ReportGuest(uint64_t features = kReporting, vb::GuestTraits traits = {})
+		: os(kFirstPfn, kGuestPages), balloon(os, features, traits)
+	{
+		EXPECT_TRUE(balloon.prepare());
+		balloon.start();
+	}
+	FakeOs os;
+	vb::Balloon<FakeOs> balloon;
+};
+
+std::vector<vb::PageRun> blocks_of_order(unsigned order, size_t count)
+{
+	std::vector<vb::PageRun> runs;
+	for (size_t i = 0; i < count; i++)
+		runs.push_back({kFirstPfn + i * (2ull << order), 1ull << order});
+	return runs;
+}
+
+TEST(FreePageReport, OneChainOfDeviceWritableBlocksAcknowledgedBeforeItReturns)
+{
+	ReportGuest guest;
+	auto runs = blocks_of_order(9, 32);
+	EXPECT_TRUE(guest.balloon.report_free_pages(runs.data(), runs.size()));
+
+	ASSERT_EQ(guest.os.reports.size(), 1u);
+	ASSERT_EQ(guest.os.reports[0].size(), 32u);
+	for (size_t i = 0; i < runs.size(); i++) {
+		EXPECT_EQ(guest.os.reports[0][i].phys_addr, runs[i].first_pfn * 4096);
+		EXPECT_EQ(guest.os.reports[0][i].len, 512u * 4096);
+	}
+	// The add, the kick and the ack, in that order, before the call returned.
+	std::vector<Event::Kind> kinds;
+	for (const Event& e : guest.os.events)
+		if (e.queue == vb::QueueKind::kReporting)
+			kinds.push_back(e.kind);
+	EXPECT_EQ(kinds, (std::vector<Event::Kind>{Event::kAdd, Event::kKick, Event::kAck}));
+	EXPECT_EQ(guest.balloon.counters().reports.get(), 1u);
+	EXPECT_EQ(guest.balloon.counters().pages_reported.get(), 32u * 512);
+	EXPECT_TRUE(guest.os.events_of(Event::kInitialise).empty()) << "reported pages are not touched";
+}
+
+TEST(FreePageReport, MoreThan32RunsOrEmptyRunsAreRefusedWithoutTravelling)
+{
+	ReportGuest guest;
+	auto runs = blocks_of_order(9, 33);
+	EXPECT_FALSE(guest.balloon.report_free_pages(runs.data(), runs.size()));
+	EXPECT_FALSE(guest.balloon.report_free_pages(runs.data(), 0));
+	vb::PageRun empty = {kFirstPfn, 0};
+	EXPECT_FALSE(guest.balloon.report_free_pages(&empty, 1));
+	vb::PageRun huge = {kFirstPfn, 1ull << 21}; // 8 GiB: does not fit one descriptor
+	EXPECT_FALSE(guest.balloon.report_free_pages(&huge, 1));
+	EXPECT_TRUE(guest.os.reports.empty());
+}
+
+TEST(FreePageReport, NothingTravelsWithoutTheFeature)
+{
+	ReportGuest guest(0);
+	auto runs = blocks_of_order(9, 1);
+	EXPECT_FALSE(guest.balloon.report_free_pages(runs.data(), runs.size()));
+	EXPECT_TRUE(guest.os.reports.empty());
+}
+
+TEST(FreePageReport, AReportNeverAcknowledgedFailsAndAPatternGuestRewritesThePages)
+{
+	vb::GuestTraits traits;
+	traits.freed_pages_need_pattern = true;
+	ReportGuest guest(kReporting | VB_FEATURE(VB_F_PAGE_POISON), traits);
+	guest.os.device_gone = true;
+	auto runs = blocks_of_order(9, 3);
+	EXPECT_FALSE(guest.balloon.report_free_pages(runs.data(), runs.size()));
+	EXPECT_EQ(guest.balloon.counters().reports.get(), 0u);
+	EXPECT_EQ(guest.balloon.counters().report_failures.get(), 1u);
+	EXPECT_EQ(guest.os.events_of(Event::kInitialise).size(), 3u);
+}
+
+TEST(FreePageReport, AFullRingRefusesTheReport)
+{
+	ReportGuest guest;
+	guest.os.queue_capacity = 0;
+	auto runs = blocks_of_order(9, 2);
+	EXPECT_FALSE(guest.balloon.report_free_pages(runs.data(), runs.size()));
+	EXPECT_EQ(guest.balloon.counters().report_failures.get(), 1u);
+}
+
+} // namespace
+} // namespace vbtest
