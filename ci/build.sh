@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Configure and build one userspace configuration: `plain` (build/) or `sanitize`
-# (build-sanitize/, AddressSanitizer + UndefinedBehaviorSanitizer).
+# (build-sanitize/, AddressSanitizer + UndefinedBehaviorSanitizer) or `tsan` (build-tsan/,
+# ThreadSanitizer: the simulator's device thread, guest worker and eventfds).
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,8 @@ config=${1:-plain}
 case "$config" in
 plain) dir=build; extra="" ;;
 sanitize) dir=build-sanitize; extra="-DVB_SANITIZE=ON -DVB_BUILD_BENCH=OFF" ;;
-*) echo "usage: $0 [plain|sanitize]" >&2; exit 2 ;;
+tsan) dir=build-tsan; extra="-DVB_TSAN=ON -DVB_BUILD_BENCH=OFF" ;;
+*) echo "usage: $0 [plain|sanitize|tsan]" >&2; exit 2 ;;
 esac
 
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $extra >/dev/null

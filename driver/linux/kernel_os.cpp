@@ -135,20 +135,25 @@ static_assert(KernelBalloon::kChunksPerMessageMax + 1 <= VB_OS_MAX_SEGMENTS);
 static_assert(KernelBalloon::kReportRunsMax == VB_OS_REPORT_RUNS_MAX &&
 	      VB_OS_REPORT_RUNS_MAX <= VB_OS_MAX_SEGMENTS);
 
-// What lives in the C side's allocation: the OS object first, since the balloon keeps a
-// reference to it.
+// What lives in the C side's kmalloc allocation: the OS object first, since the balloon keeps
+// a reference to it. The step's page runs live in a second allocation (StepRuns).
 struct CoreStorage {
 	KernelOs os;
 	KernelBalloon balloon;
 
-	CoreStorage(vballoon_dev* dev, uint64_t features, const vb::GuestTraits& traits)
-	    : os{dev}, balloon(os, features, traits)
+	CoreStorage(vballoon_dev* dev, uint64_t features, const vb::GuestTraits& traits,
+		    KernelBalloon::StepRuns& runs)
+	    : os{dev}, balloon(os, features, traits, runs)
 	{
 	}
 };
 
 // kmalloc guarantees 8-byte alignment for any size (ARCH_KMALLOC_MINALIGN on x86-64).
-static_assert(alignof(CoreStorage) <= 8);
+static_assert(alignof(CoreStorage) <= 8 && alignof(KernelBalloon::StepRuns) <= 8);
+// The object must be physically contiguous (the device reads buffers inside it): keep it
+// within an order-1 kmalloc, which probe gets even on a fragmented guest. The runs, which
+// are most of the core's memory, may come from vmalloc.
+static_assert(sizeof(CoreStorage) <= 8192);
 
 vb::GuestTraits to_traits(const vballoon_guest_traits* traits)
 {
@@ -221,19 +226,28 @@ size_t vballoon_core_size(void)
 	return sizeof(CoreStorage);
 }
 
+size_t vballoon_core_runs_size(void)
+{
+	return sizeof(KernelBalloon::StepRuns);
+}
+
 uint64_t vballoon_accept_features(uint64_t offered, const vballoon_guest_traits* traits)
 {
 	return vb::accept_features(offered, to_traits(traits));
 }
 
-vballoon_core* vballoon_core_init(void* mem, size_t size, vballoon_dev* dev, uint64_t features,
+vballoon_core* vballoon_core_init(void* mem, size_t size, void* runs_mem, size_t runs_size,
+				  vballoon_dev* dev, uint64_t features,
 				  const vballoon_guest_traits* traits)
 {
 	if (size < sizeof(CoreStorage) ||
-	    reinterpret_cast<uintptr_t>(mem) % alignof(CoreStorage) != 0)
+	    reinterpret_cast<uintptr_t>(mem) % alignof(CoreStorage) != 0 ||
+	    runs_size < sizeof(KernelBalloon::StepRuns) ||
+	    reinterpret_cast<uintptr_t>(runs_mem) % alignof(KernelBalloon::StepRuns) != 0)
 		return nullptr;
+	auto* runs = new (runs_mem) KernelBalloon::StepRuns;
 	return reinterpret_cast<vballoon_core*>(
-		new (mem) CoreStorage(dev, features, to_traits(traits)));
+		new (mem) CoreStorage(dev, features, to_traits(traits), *runs));
 }
 
 void vballoon_core_destroy(vballoon_core* core)

@@ -33,9 +33,13 @@ struct vballoon_dev {
 	struct scatterlist sg[VB_QUEUE_KIND_COUNT][VB_OS_MAX_SEGMENTS];
 	struct scatterlist *sgs[VB_QUEUE_KIND_COUNT][VB_OS_MAX_SEGMENTS];
 
-	/* The C++ core, constructed in core_mem (kmalloc memory, see vballoon_probe()). */
+	/*
+	 * The C++ core, constructed in core_mem (kmalloc memory: it holds the buffers the
+	 * device reads), and its page runs in runs_mem (kvmalloc: the CPU alone reads them).
+	 */
 	struct vballoon_core *core;
 	void *core_mem;
+	void *runs_mem;
 
 	/* The balloon lock (vb::BalloonOs lock/unlock/try_lock). */
 	struct mutex balloon_lock;
@@ -46,11 +50,15 @@ struct vballoon_dev {
 	struct delayed_work update_work;
 	/* The device returned the stats buffer. */
 	struct work_struct stats_work;
-	/* Set on remove/freeze, under stop_lock, so no callback queues new work. */
+	/*
+	 * Set under stop_lock while the device has no queues (remove, freeze, a failed
+	 * restore): no callback queues new work then, and work runs only once it is clear.
+	 */
 	spinlock_t stop_lock;
 	bool stopping;
 
 	struct notifier_block oom_nb;
+	bool oom_registered;
 	struct dentry *debugfs_dir;
 
 	/* Free page hinting (vballoon_free_pages.c). */

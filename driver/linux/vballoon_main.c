@@ -5,14 +5,20 @@
  * the work items, the OOM notifier, balloon compaction, debugfs and module parameters.
  * It turns kernel events into calls on the core and decides nothing about the balloon.
  *
- *   validate        -> vballoon_accept_features()
+ *   validate        -> legacy devices refused; vballoon_accept_features()
  *   probe           -> core init, prepare() (before DRIVER_OK), start() (after)
  *   config change   -> update work -> adjust_towards_target(), again while it asks
  *   statsq callback -> stats work -> handle_stats_request()
  *   hinting, reporting -> vballoon_free_pages.c
  *   OOM notifier    -> deflate_for_oom()
  *   compaction      -> migrate_page()
- *   remove          -> release_all(), reset
+ *   remove, freeze  -> work stopped, release_all(), reset, queues deleted
+ *   restore         -> queues, prepare(), start(); work again only once all succeeded
+ *
+ * Kernel features relied on: CONFIG_VIRTIO (a VERSION_1 transport), CONFIG_MEMORY_BALLOON
+ * (the balloon page list). Optional: CONFIG_BALLOON_COMPACTION (ballooned pages move),
+ * CONFIG_PM_SLEEP (freeze/restore), CONFIG_DEBUG_FS (counters). The build prints what it
+ * found (Kbuild).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -216,6 +222,11 @@ static void vballoon_changed(struct virtio_device *vdev)
 	spin_unlock_irqrestore(&vb->stop_lock, flags);
 }
 
+/*
+ * No callback queues work from here on, and none is pending or running when this returns.
+ * On freeze the freezable workqueue is already frozen: pending items are cancelled rather
+ * than left to run, after thaw, against a device that may have no queues.
+ */
 static void vballoon_stop_work(struct vballoon_dev *vb)
 {
 	spin_lock_irq(&vb->stop_lock);
@@ -223,6 +234,14 @@ static void vballoon_stop_work(struct vballoon_dev *vb)
 	spin_unlock_irq(&vb->stop_lock);
 	cancel_delayed_work_sync(&vb->update_work);
 	cancel_work_sync(&vb->stats_work);
+}
+
+/* The queues are up and the core started: callbacks may queue work again. */
+static void vballoon_start_work(struct vballoon_dev *vb)
+{
+	spin_lock_irq(&vb->stop_lock);
+	vb->stopping = false;
+	spin_unlock_irq(&vb->stop_lock);
 }
 
 /*
@@ -249,6 +268,28 @@ static int vballoon_oom_notify(struct notifier_block *nb, unsigned long unused, 
 
 	*freed += vballoon_core_deflate_for_oom(vb->core);
 	return NOTIFY_OK;
+}
+
+/* Registered only while the device has queues: the notifier deflates through them. */
+static int vballoon_register_oom(struct vballoon_dev *vb)
+{
+	int err;
+
+	if (!virtio_has_feature(vb->vdev, VIRTIO_BALLOON_F_DEFLATE_ON_OOM))
+		return 0;
+	vb->oom_nb.notifier_call = vballoon_oom_notify;
+	vb->oom_nb.priority = VBALLOON_OOM_NOTIFY_PRIORITY;
+	err = register_oom_notifier(&vb->oom_nb);
+	if (!err)
+		vb->oom_registered = true;
+	return err;
+}
+
+static void vballoon_unregister_oom(struct vballoon_dev *vb)
+{
+	if (vb->oom_registered)
+		unregister_oom_notifier(&vb->oom_nb);
+	vb->oom_registered = false;
 }
 
 #ifdef CONFIG_BALLOON_COMPACTION
@@ -296,6 +337,17 @@ static int vballoon_validate(struct virtio_device *vdev)
 	u64 accepted;
 	unsigned int bit;
 
+	/*
+	 * Legacy (pre-1.0) devices are refused, not driven: their interface differs in ways
+	 * the core does not implement (guest-endian stats and command IDs, used lengths to
+	 * ignore). spec/requirements.md, legacy rows. The in-tree virtio_balloon drives them.
+	 */
+	if (!virtio_has_feature(vdev, VIRTIO_F_VERSION_1)) {
+		dev_err(&vdev->dev,
+			"legacy virtio-balloon device (no VIRTIO_F_VERSION_1) refused: vballoon drives virtio 1.0+ devices only; use virtio_balloon, or a modern device (QEMU: disable-modern=off)\n");
+		return -ENODEV;
+	}
+
 	vballoon_guest_traits(&traits);
 	accepted = vballoon_accept_features(offered, &traits);
 	/* The core rules on the device-specific bits; the transport bits are virtio's. */
@@ -326,6 +378,12 @@ static int vballoon_probe(struct virtio_device *vdev)
 	vb = kzalloc(sizeof(*vb), GFP_KERNEL);
 	if (!vb)
 		return -ENOMEM;
+	/* Only the CPU reads the core's page runs: vmalloc may back them. */
+	vb->runs_mem = kvzalloc(vballoon_core_runs_size(), GFP_KERNEL);
+	if (!vb->runs_mem) {
+		kfree(vb);
+		return -ENOMEM;
+	}
 	vdev->priv = vb;
 	vb->vdev = vdev;
 	init_waitqueue_head(&vb->acked);
@@ -346,8 +404,9 @@ static int vballoon_probe(struct virtio_device *vdev)
 		goto out_free_vb;
 
 	/*
-	 * kmalloc memory: the core holds the PFN and stats buffers the device reads. The core
-	 * sizes its messages by the queues, so they exist first.
+	 * kmalloc memory: the core holds the PFN and stats buffers the device reads (at most
+	 * 8 KiB, checked in kernel_os.cpp). The core sizes its messages by the queues, so they
+	 * exist first.
 	 */
 	vb->core_mem = kzalloc(core_size, GFP_KERNEL);
 	if (!vb->core_mem) {
@@ -355,7 +414,8 @@ static int vballoon_probe(struct virtio_device *vdev)
 		goto out_del_vqs;
 	}
 	vballoon_guest_traits(&traits);
-	vb->core = vballoon_core_init(vb->core_mem, core_size, vb, vdev->features, &traits);
+	vb->core = vballoon_core_init(vb->core_mem, core_size, vb->runs_mem,
+				      vballoon_core_runs_size(), vb, vdev->features, &traits);
 	if (WARN_ON(!vb->core)) {
 		err = -EINVAL;
 		goto out_free_core;
@@ -368,13 +428,9 @@ static int vballoon_probe(struct virtio_device *vdev)
 		goto out_destroy_core;
 	}
 
-	if (virtio_has_feature(vdev, VIRTIO_BALLOON_F_DEFLATE_ON_OOM)) {
-		vb->oom_nb.notifier_call = vballoon_oom_notify;
-		vb->oom_nb.priority = VBALLOON_OOM_NOTIFY_PRIORITY;
-		err = register_oom_notifier(&vb->oom_nb);
-		if (err < 0)
-			goto out_destroy_core;
-	}
+	err = vballoon_register_oom(vb);
+	if (err < 0)
+		goto out_destroy_core;
 
 	vb->debugfs_dir = debugfs_create_dir(dev_name(&vdev->dev), vballoon_debugfs_root);
 	debugfs_create_file("counters", 0444, vb->debugfs_dir, vb, &vballoon_counters_fops);
@@ -394,46 +450,58 @@ out_del_vqs:
 	vballoon_del_vqs(vb);
 out_free_vb:
 	vballoon_free_pages_destroy(vb);
+	kvfree(vb->runs_mem);
 	kfree(vb);
 	vdev->priv = NULL;
 	return err;
+}
+
+/*
+ * Remove and freeze: nothing may start a balloon operation any more (work, OOM notifier),
+ * every page goes back to the guest while the device still listens, then the device is
+ * reset and its queues deleted. A device whose restore failed has no queues left and an
+ * empty balloon: only the reset remains to do.
+ */
+static void vballoon_shut_down_device(struct vballoon_dev *vb)
+{
+	vballoon_unregister_oom(vb);
+	vballoon_stop_work(vb);
+	vballoon_free_pages_stop(vb);
+	if (vb->vqs[VB_QUEUE_INFLATE])
+		vballoon_release_all(vb);
+	virtio_reset_device(vb->vdev);
+	if (vb->vqs[VB_QUEUE_INFLATE]) {
+		vballoon_free_pages_device_reset(vb);
+		vballoon_del_vqs(vb);
+	}
 }
 
 static void vballoon_remove(struct virtio_device *vdev)
 {
 	struct vballoon_dev *vb = vdev->priv;
 
-	if (virtio_has_feature(vdev, VIRTIO_BALLOON_F_DEFLATE_ON_OOM))
-		unregister_oom_notifier(&vb->oom_nb);
-	vballoon_stop_work(vb);
-	vballoon_free_pages_stop(vb);
+	vballoon_shut_down_device(vb);
 	debugfs_remove_recursive(vb->debugfs_dir);
-
-	vballoon_release_all(vb);
-	virtio_reset_device(vdev);
-	vballoon_free_pages_device_reset(vb);
-	vballoon_del_vqs(vb);
 
 	vballoon_core_destroy(vb->core);
 	vballoon_free_pages_destroy(vb);
 	kfree(vb->core_mem);
+	kvfree(vb->runs_mem);
 	kfree(vb);
 }
 
 #ifdef CONFIG_PM_SLEEP
 static int vballoon_freeze(struct virtio_device *vdev)
 {
-	struct vballoon_dev *vb = vdev->priv;
-
-	/* The freezable workqueue is already frozen: no step runs while the device goes. */
-	vballoon_free_pages_stop(vb);
-	vballoon_release_all(vb);
-	virtio_reset_device(vdev);
-	vballoon_free_pages_device_reset(vb);
-	vballoon_del_vqs(vb);
+	vballoon_shut_down_device(vdev->priv);
 	return 0;
 }
 
+/*
+ * The device comes back reset. Work and the OOM notifier start again only once the queues
+ * are up and the core has primed them; if anything fails, the device stays as freeze left
+ * it: no queues, an empty balloon, nothing that would inflate.
+ */
 static int vballoon_restore(struct virtio_device *vdev)
 {
 	struct vballoon_dev *vb = vdev->priv;
@@ -443,14 +511,24 @@ static int vballoon_restore(struct virtio_device *vdev)
 	if (err)
 		return err;
 	if (!vballoon_core_prepare(vb->core)) {
-		vballoon_del_vqs(vb);
-		return -EIO;
+		err = -EIO;
+		goto out_reset;
 	}
+	err = vballoon_register_oom(vb);
+	if (err)
+		goto out_reset;
+	vballoon_start_work(vb);
 	virtio_device_ready(vdev);
 	vballoon_core_start(vb->core);
 	vballoon_free_pages_start(vb);
 	vballoon_queue_update(vb, 0);
 	return 0;
+
+out_reset:
+	/* The device may hold the stats buffer prepare() gave it: reset before deleting. */
+	virtio_reset_device(vdev);
+	vballoon_del_vqs(vb);
+	return err;
 }
 #endif
 

@@ -152,6 +152,7 @@ void vb_os_balloon_list_mark_initialised(struct vballoon_dev *dev,
 
 void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint64_t new_pfn)
 {
+#ifdef CONFIG_BALLOON_COMPACTION
 	struct balloon_dev_info *info = &dev->b_dev_info;
 	struct page *newpage = pfn_to_page(new_pfn);
 	unsigned long flags;
@@ -165,6 +166,10 @@ void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint
 	info->isolated_pages--;
 	__count_vm_event(BALLOON_MIGRATE);
 	spin_unlock_irqrestore(&info->pages_lock, flags);
+#else
+	/* Only the compaction callback migrates pages, and it exists only with compaction. */
+	WARN_ON_ONCE(1);
+#endif
 }
 
 void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run,

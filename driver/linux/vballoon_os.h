@@ -115,18 +115,25 @@ void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, v
 
 /* ---- Implemented in C++: the core, behind an opaque pointer ---------------------------- */
 
-/* The memory vballoon_core_init() needs (kmalloc's 8-byte alignment is enough). */
+/*
+ * The memory vballoon_core_init() needs (8-byte alignment is enough for both): the core
+ * object (at most 8 KiB, physically contiguous: kmalloc) and its page runs (read only by
+ * the CPU: kvmalloc will do).
+ */
 size_t vballoon_core_size(void);
+size_t vballoon_core_runs_size(void);
 
 /* What to accept of the device-specific feature bits (0-23) `offered`. */
 uint64_t vballoon_accept_features(uint64_t offered, const struct vballoon_guest_traits *traits);
 
 /*
  * Constructs the core in `mem` (vballoon_core_size() bytes of kmalloc memory: the core
- * holds the buffers the device reads, so virt_to_phys() must work on it). Returns NULL if
- * `mem` is too small or misaligned.
+ * holds the buffers the device reads, so virt_to_phys() must work on it), with its page runs
+ * in `runs_mem` (vballoon_core_runs_size() bytes, any kernel memory; both must outlive the
+ * core). Returns NULL if either is too small or misaligned.
  */
-struct vballoon_core *vballoon_core_init(void *mem, size_t size, struct vballoon_dev *dev,
+struct vballoon_core *vballoon_core_init(void *mem, size_t size, void *runs_mem,
+					 size_t runs_size, struct vballoon_dev *dev,
 					 uint64_t features,
 					 const struct vballoon_guest_traits *traits);
 void vballoon_core_destroy(struct vballoon_core *core);

@@ -18,7 +18,7 @@ constexpr uint64_t kGuestPages = 16384; // 64 MiB
 
 struct Guest {
 	explicit Guest(uint64_t features, vb::GuestTraits traits = {})
-		: os(kFirstPfn, kGuestPages), balloon(os, features, traits)
+		: os(kFirstPfn, kGuestPages), balloon(os, features, traits, runs)
 	{
 		EXPECT_TRUE(balloon.prepare());
 		balloon.start();
@@ -40,6 +40,7 @@ struct Guest {
 	}
 
 	FakeOs os;
+	vb::Balloon<FakeOs>::StepRuns runs;
 	vb::Balloon<FakeOs> balloon;
 };
 
@@ -201,7 +202,8 @@ TEST(BalloonCore, TargetBeyondWirePfnsStillStallsCleanly)
 {
 	// A page beyond 16 TiB cannot be named by a 32-bit PFN: it goes straight back.
 	FakeOs os(0x100000000ull - 8, 64);
-	vb::Balloon<FakeOs> balloon(os, kStandard, {});
+	vb::Balloon<FakeOs>::StepRuns runs;
+	vb::Balloon<FakeOs> balloon(os, kStandard, {}, runs);
 	ASSERT_TRUE(balloon.prepare());
 	os.config[0] = 64;
 	vb::StepResult result;
@@ -271,7 +273,8 @@ TEST(BalloonCore, StatsCarryTheSameTagSubsetEveryTimeWithOneBufferOutstanding)
 	os.stats.value[VB_S_MEMFREE] = 111;
 	os.stats.value[VB_S_MEMTOT] = 222;
 	os.stats.value[VB_S_AVAIL] = 333;
-	vb::Balloon<FakeOs> balloon(os, kStandard, {});
+	vb::Balloon<FakeOs>::StepRuns runs;
+	vb::Balloon<FakeOs> balloon(os, kStandard, {}, runs);
 	ASSERT_TRUE(balloon.prepare());
 	ASSERT_EQ(os.events_of(Event::kKick).size(), 0u) << "statsq is notified only after DRIVER_OK";
 	balloon.start();
@@ -350,7 +353,8 @@ TEST(BalloonCore, RoundsTargetUpToWholeGuestPages)
 	vb::GuestTraits traits;
 	traits.page_shift = 16;
 	FakeOs os(16, 1024);
-	vb::Balloon<FakeOs> balloon(os, kStandard, traits);
+	vb::Balloon<FakeOs>::StepRuns runs;
+	vb::Balloon<FakeOs> balloon(os, kStandard, traits, runs);
 	ASSERT_TRUE(balloon.prepare());
 	os.config[0] = 33; // two pages and one 4 KiB unit
 	vb::StepResult result;
@@ -371,7 +375,8 @@ TEST(BalloonCore, PoisonValueIsWrittenBeforeDriverOkOnlyWhenNegotiated)
 	traits.freed_pages_need_pattern = true;
 	traits.free_page_pattern = 0xaaaaaaaa;
 	FakeOs os(kFirstPfn, kGuestPages);
-	vb::Balloon<FakeOs> balloon(os, kStandard | VB_FEATURE(VB_F_PAGE_POISON), traits);
+	vb::Balloon<FakeOs>::StepRuns runs;
+	vb::Balloon<FakeOs> balloon(os, kStandard | VB_FEATURE(VB_F_PAGE_POISON), traits, runs);
 	ASSERT_TRUE(balloon.prepare());
 	// prepare() is what the OS calls before it sets DRIVER_OK.
 	EXPECT_EQ(os.config[VB_CONFIG_POISON_VAL_OFFSET / 4], 0xaaaaaaaau);
@@ -405,7 +410,8 @@ TEST(BalloonCore, StatsBufferIsPrimedBeforeDriverOk)
 {
 	FakeOs os(kFirstPfn, kGuestPages);
 	os.stats.present_mask = 1u << VB_S_MEMFREE;
-	vb::Balloon<FakeOs> balloon(os, kStandard, {});
+	vb::Balloon<FakeOs>::StepRuns runs;
+	vb::Balloon<FakeOs> balloon(os, kStandard, {}, runs);
 	ASSERT_TRUE(balloon.prepare());
 	auto& stats = os.queues[static_cast<int>(vb::QueueKind::kStats)];
 	EXPECT_EQ(stats.pending.size(), 1u) << "one buffer on the statsq before DRIVER_OK";

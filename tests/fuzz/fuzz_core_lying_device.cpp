@@ -47,7 +47,8 @@ public:
 	Harness(FuzzInput& ops, FuzzInput& tape, const LyingOsConfig& config)
 	    : in_(ops), config_(config), os_(tape, config),
 	      pfns_per_page_(1u << (config.traits.page_shift - VB_PFN_SHIFT)),
-	      core_(std::make_unique<Core>(os_, config.features, config.traits))
+	      runs_(std::make_unique<Core::StepRuns>()),
+	      core_(std::make_unique<Core>(os_, config.features, config.traits, *runs_))
 	{
 		os_.set_core(core_.get(), sizeof(Core));
 		os_.core_pfns = [this] { return core_->balloon_pfns(); };
@@ -317,6 +318,7 @@ private:
 	const LyingOsConfig config_;
 	LyingOs os_;
 	const uint32_t pfns_per_page_;
+	std::unique_ptr<Core::StepRuns> runs_;
 	std::unique_ptr<Core> core_;
 	std::vector<uint64_t> harness_pages_;
 	bool volatile_ = false;

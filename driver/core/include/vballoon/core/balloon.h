@@ -4,7 +4,8 @@
 //
 // The flow, as the OS drives it:
 //   accept_features()            validate: what to take of what the device offers
-//   Balloon(os, features, ...)   after FEATURES_OK, once the queues exist (it asks their size)
+//   Balloon(os, features, ...)   after FEATURES_OK, once the queues exist (it asks their size);
+//                                its StepRuns are the OS's to place
 //   prepare()                    before DRIVER_OK: prime statsq, write poison_val
 //   start()                      after DRIVER_OK: notify statsq
 //   adjust_towards_target()      on every config change, repeated while it says kMoreWork
@@ -92,10 +93,20 @@ public:
 	static constexpr uint64_t kChunkedStepPfns = 65536;
 	static constexpr size_t kRunsPerStep = kPfnsPerStep;
 
-	Balloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits)
+	// The page runs one step works on: most of the balloon's memory, and never read by the
+	// device, so the OS keeps them apart from the object (in Linux: the object holds the
+	// device-visible buffers in an order-1 kmalloc, the runs may come from vmalloc).
+	struct StepRuns {
+		PageRun inflate[kRunsPerStep];
+		PageRun deflate[kRunsPerStep];
+	};
+
+	// `runs` must outlive the balloon.
+	Balloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits, StepRuns& runs)
 		: os_(os), features_(negotiated_features), traits_(traits),
 		  pfns_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)),
-		  max_chunk_order_(min(kLargestChunkOrder, traits.max_alloc_order))
+		  max_chunk_order_(min(kLargestChunkOrder, traits.max_alloc_order)),
+		  inflate_runs_(runs.inflate), deflate_runs_(runs.deflate)
 	{
 		uint32_t ring = os.queue_size(QueueKind::kInflate);
 		// Leave room for every message in flight, and for the bitmap descriptor.
@@ -210,12 +221,14 @@ private:
 	Counter balloon_pfns_; // pages in the balloon, 4 KiB units (what `actual` reports)
 	BalloonCounters counters_;
 
+	// Inflate fills its runs before it takes the lock; deflate (also reached from the OOM
+	// notifier) only under it. Separate arrays keep the two from ever sharing one. Both
+	// hold kRunsPerStep runs, in the OS's StepRuns.
+	PageRun* const inflate_runs_;
+	PageRun* const deflate_runs_;
+
 	// Buffers the device reads: they must live where phys_addr() can name them.
 	Message messages_[kMessagesInFlight];
-	// Inflate fills its runs before it takes the lock; deflate (also reached from the OOM
-	// notifier) only under it. Separate arrays keep the two from ever sharing one.
-	PageRun inflate_runs_[kRunsPerStep];
-	PageRun deflate_runs_[kRunsPerStep];
 	vb_stat_entry stats_[VB_S_NR];
 	uint32_t stats_tag_mask_ = 0;
 	uint32_t stats_count_ = 0;
