@@ -12,6 +12,7 @@
 #include <linux/balloon_compaction.h>
 #include <linux/gfp.h>
 #include <linux/highmem.h>
+#include <linux/log2.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
@@ -23,6 +24,7 @@
 #include <linux/virtio_balloon.h>
 #include <linux/virtio_config.h>
 #include <linux/vmstat.h>
+#include <linux/workqueue.h>
 
 #include "vballoon_dev.h"
 
@@ -50,10 +52,13 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *p
 			return false;
 		page = alloc_pages(VB_OS_GFP_BLOCK, order);
 		/*
-		 * Every page of the block is enqueued, migrated and freed on its own, so it
-		 * needs its own reference count.
+		 * Every page of a balloon block is enqueued, migrated and freed on its own, so
+		 * it needs its own reference count. A free page hint block (asked for by the
+		 * hint work item) stays whole: it only ever goes back in one piece (see
+		 * vb_os_free_page_run()), and splitting 1024 pages would cost the round time
+		 * in its race with the migration.
 		 */
-		if (page)
+		if (page && current_work() != &dev->hint_work)
 			split_page(page, order);
 	}
 	if (!page)
@@ -62,9 +67,23 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *p
 	return true;
 }
 
+/* A block allocated whole (a hint block): only its first page holds a reference. */
+static bool vb_os_whole_block(const struct vballoon_page_run *run)
+{
+	return run->count > 1 && is_power_of_2(run->count) &&
+	       IS_ALIGNED(run->first_pfn, run->count) &&
+	       page_ref_count(pfn_to_page(run->first_pfn + 1)) == 0;
+}
+
 void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run)
 {
 	uint64_t i;
+
+	/* Pages of split blocks (every balloon page) each hold their own reference. */
+	if (vb_os_whole_block(run)) {
+		__free_pages(pfn_to_page(run->first_pfn), ilog2(run->count));
+		return;
+	}
 
 	/*
 	 * As virtio_balloon's release_pages_balloon(): drop the balloon's reference. Pages the
