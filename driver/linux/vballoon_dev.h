@@ -69,6 +69,8 @@ struct vballoon_dev {
 	struct list_head hint_blocks;
 	struct shrinker hint_shrinker;
 	bool hint_shrinker_registered;
+	/* Hint blocks gathered into descriptor chains (vballoon_hint_batch_*()). */
+	struct vballoon_hint_batch *hint_batch;
 
 	/* Free page reporting. */
 	struct page_reporting_dev_info pr_dev_info;
@@ -83,6 +85,13 @@ void vballoon_free_pages_config_changed(struct vballoon_dev *vb);
 void vballoon_free_pages_stop(struct vballoon_dev *vb);
 void vballoon_free_pages_device_reset(struct vballoon_dev *vb);
 void vballoon_free_pages_destroy(struct vballoon_dev *vb);
+/* free_page_vq as vballoon_os.c's queue functions see it; see vballoon_free_pages.c. */
+bool vballoon_hint_batch_add(struct vballoon_dev *vb, const struct vballoon_segment *out,
+			     unsigned int n_out, const struct vballoon_segment *in,
+			     unsigned int n_in, void *token);
+void vballoon_hint_batch_flush(struct vballoon_dev *vb);
+void *vballoon_hint_batch_drained(struct vballoon_dev *vb, uint32_t *len);
+void *vballoon_hint_batch_unpack(struct vballoon_dev *vb, void *token);
 
 /* Module parameter: messages above this vb_os_vlog() level are dropped. */
 extern unsigned int vballoon_log_level;

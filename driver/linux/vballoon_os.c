@@ -252,6 +252,13 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 
 	if (!vq || WARN_ON_ONCE(n_out + n_in == 0 || n_out + n_in > VB_OS_MAX_SEGMENTS))
 		return false;
+	if (kind == VB_QUEUE_FREE_PAGE) {
+		/* Hint blocks wait for the next kick, gathered into one chain. */
+		if (vballoon_hint_batch_add(dev, out, n_out, in, n_in, token))
+			return true;
+		/* Anything else (an id, STOP) goes behind the blocks added before it. */
+		vballoon_hint_batch_flush(dev);
+	}
 	/* Per-queue scratch: virtqueue users already serialise their calls per queue. */
 	sg = dev->sg[kind];
 	sgs = dev->sgs[kind];
@@ -280,6 +287,8 @@ void vb_os_queue_kick(struct vballoon_dev *dev, unsigned int kind)
 {
 	struct virtqueue *vq = vb_os_vq(dev, kind);
 
+	if (kind == VB_QUEUE_FREE_PAGE)
+		vballoon_hint_batch_flush(dev);
 	if (vq)
 		virtqueue_kick(vq);
 }
@@ -292,7 +301,14 @@ void *vb_os_queue_get_used(struct vballoon_dev *dev, unsigned int kind, uint32_t
 
 	if (!vq)
 		return NULL;
+	if (kind == VB_QUEUE_FREE_PAGE) {
+		token = vballoon_hint_batch_drained(dev, len);
+		if (token)
+			return token;
+	}
 	token = virtqueue_get_buf(vq, &used_len);
+	if (kind == VB_QUEUE_FREE_PAGE)
+		token = vballoon_hint_batch_unpack(dev, token);
 	*len = used_len;
 	return token;
 }
@@ -305,9 +321,15 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 
 	if (!vq)
 		return NULL;
-	/* The free page queue interrupts only while someone waits (vballoon_init_vqs()). */
-	if (kind == VB_QUEUE_FREE_PAGE)
+	if (kind == VB_QUEUE_FREE_PAGE) {
+		/* Nothing to wait for that the device has not been given. */
+		vballoon_hint_batch_flush(dev);
+		token = vballoon_hint_batch_drained(dev, len);
+		if (token)
+			return token;
+		/* The free page queue interrupts only while someone waits (vballoon_init_vqs()). */
 		virtqueue_enable_cb(vq);
+	}
 	for (;;) {
 		/* The queue's callback wakes `acked` (vballoon_ack). */
 		wait_event_timeout(dev->acked, (token = virtqueue_get_buf(vq, &used_len)),
@@ -318,8 +340,10 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 		if (virtqueue_is_broken(vq))
 			break;
 	}
-	if (kind == VB_QUEUE_FREE_PAGE)
+	if (kind == VB_QUEUE_FREE_PAGE) {
 		virtqueue_disable_cb(vq);
+		token = vballoon_hint_batch_unpack(dev, token);
+	}
 	if (!token)
 		return NULL;
 	*len = used_len;
