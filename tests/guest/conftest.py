@@ -221,3 +221,32 @@ def hint_vm(driver):
 def options_vm(driver, request):
     """Balloon device properties given by indirect parametrization (a dict)."""
     yield from fresh_vm(driver, "options", request.param)
+
+
+@pytest.fixture
+def compare_vm(driver, request):
+    """A guest for the migration comparison: request.param is (kind, balloon properties,
+    boot with init_on_alloc=0)."""
+    kind, props, init_on_alloc_off = request.param
+    yield from fresh_vm(driver, kind, props, init_on_alloc_off=init_on_alloc_off)
+
+
+# The migration comparison's rows, collected over the session (test_migration_compare.py),
+# printed as a table at the end and written as JSON.
+MIGRATION_COMPARE_ROWS: list[dict] = []
+
+
+def migration_compare_json_path() -> str:
+    return os.environ.get("VBALLOON_MIGRATION_JSON",
+                          os.path.join(guest_image.work_dir(), "migration_compare.json"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not MIGRATION_COMPARE_ROWS:
+        return
+    import migration_table  # noqa: PLC0415 - only when the comparison ran
+    path = migration_compare_json_path()
+    migration_table.write_json(MIGRATION_COMPARE_ROWS, path)
+    terminalreporter.section("migration comparison")
+    terminalreporter.write_line(migration_table.format_table(MIGRATION_COMPARE_ROWS))
+    terminalreporter.write_line(f"JSON: {path}")

@@ -10,8 +10,8 @@ again; test_migration_compare.py measures that effect).
   - reporting: the guest writes 1 GiB to tmpfs and deletes it; QEMU's RSS must fall by
     700 MiB within 20 s;
   - hinting: after the same, a migration to `exec:cat > /dev/null` at unlimited bandwidth
-    must send at most 1/5 of the bytes of the same migration from a guest without hinting,
-    in each of 3 runs.
+    must send at most 1/5 of the bytes of the same migration without hints (the same guest
+    in the same state, its driver unloaded), in each of 3 runs.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ RSS_DROP_WITHIN_S = 20.0
 HINT_RUNS = 3
 # A hinted migration sends at most this share of the bytes of an unhinted one.
 HINT_BYTES_RATIO_MAX = 1 / 5
-# A run that sent more than this share of the unhinted bytes got (next to) no hint before the
-# migration's first pass went over the free memory: the driver lost the race with it.
-LOST_RACE_RATIO = 1 / 2
+# A hint work run that handed blocks over (a round) takes longer than this in the guest.
+HINT_ROUND_MIN_MS = 1.0
 
 
 def _bit(features: int, bit: int) -> bool:
@@ -119,39 +118,43 @@ def _describe(label: str, runs: list[MigrationResult]) -> str:
                      f"{r.total_time_ms} ms" for i, r in enumerate(runs))
 
 
-def test_hinting_shrinks_migration(hint_vm, plain_vm, driver, record_property):
-    """Three migrations of a guest without hinting (plain_vm), then three of a guest with
-    free-page-hint=on, each after the guest wrote 1 GiB and freed it again."""
-    baseline = []
-    for _ in range(HINT_RUNS):
-        dirty_and_free(plain_vm, FILL_MIB)
-        baseline.append(migrate_to_null(plain_vm))
-
+def test_hinting_shrinks_migration(hint_vm, driver, record_property):
+    """Three runs on a guest with free-page-hint=on. Each run: the guest writes 1 GiB to
+    tmpfs and deletes it; then the same guest migrates twice, first with the driver unloaded
+    (no hints: the unhinted bytes of exactly this memory state), then with it loaded."""
     vm = hint_vm
     assert _bit(vm.negotiated_features(), VIRTIO_BALLOON_F_FREE_PAGE_HINT)
     tracer = HintTracer(vm, free_pages.HINT_WORKER[driver.label])
-    tracer.start()
-    hinted = []
+    baseline, hinted, hint_ms = [], [], []
     for _ in range(HINT_RUNS):
         dirty_and_free(vm, FILL_MIB)
+        vm.unload_driver(driver.drv)
+        baseline.append(migrate_to_null(vm))
+        vm.load_driver(driver.drv)
+        tracer.start()  # the function is the newly loaded module's
         hinted.append(migrate_to_null(vm))
-    hint_ms = tracer.durations_ms()
-    tracer.stop()
+        hint_ms.append(tracer.durations_ms())
+        tracer.stop()
 
-    limit = min(r.transferred for r in baseline) * HINT_BYTES_RATIO_MAX
-    lost = [r for r in hinted if r.transferred > LOST_RACE_RATIO * limit / HINT_BYTES_RATIO_MAX]
-    too_big = [r for r in hinted if r.transferred > limit]
+    too_big = [i for i in range(HINT_RUNS)
+               if hinted[i].transferred > HINT_BYTES_RATIO_MAX * baseline[i].transferred]
+    # A run lost the race when the guest did hand blocks over (a round that ran for more
+    # than a millisecond: answering an id with no blocks takes tens of microseconds) and
+    # QEMU still sent them: they arrived after its first pass had gone over them.
+    lost = [i for i in too_big if any(d >= HINT_ROUND_MIN_MS for d in hint_ms[i])]
     report = (f"\n{_describe('no hint', baseline)}\n{_describe('hint', hinted)}\n"
-              f"  limit {limit / MIB:.1f} MiB; hint work runs in the guest (ms): "
-              f"{', '.join(f'{d:.1f}' for d in hint_ms)}")
+              f"  hint work runs in the guest (ms), per run: "
+              f"{'; '.join(', '.join(f'{d:.1f}' for d in run) for run in hint_ms)}")
     print(report)
     record_property("baseline_bytes", [r.transferred for r in baseline])
     record_property("hinted_bytes", [r.transferred for r in hinted])
     record_property("hint_work_ms", hint_ms)
-    if too_big and driver.label == "in-tree" and len(lost) == len(too_big):
-        # The reference driver hands over one block per kick from a work item that starts
-        # only after the config interrupt; QEMU's first pass can cover all of RAM first.
-        pytest.xfail(f"in-tree lost the race with the bulk pass in {len(lost)} of "
-                     f"{HINT_RUNS} runs:{report}")
-    assert not too_big, f"{len(too_big)} of {HINT_RUNS} hinted migrations sent more than " \
-                        f"1/5 of the unhinted bytes:{report}"
+    if too_big and driver.label == "in-tree" and lost == too_big:
+        # The reference driver hands each block over as a buffer of its own; QEMU 7.2
+        # takes its migration bitmap mutex once per buffer, against a migration thread
+        # that holds it for 50 ms at a time, so most hints land after the first pass
+        # sent the pages (see vballoon_free_pages.c).
+        pytest.xfail(f"in-tree lost the race with the migration's first pass in runs "
+                     f"{[i + 1 for i in lost]} of {HINT_RUNS}:{report}")
+    assert not too_big, (f"runs {[i + 1 for i in too_big]} of {HINT_RUNS}: the hinted "
+                         f"migration sent more than 1/5 of the unhinted bytes:{report}")
