@@ -29,8 +29,8 @@ std::string_view to_string(BalloonRejection reason)
 		return "hint-malformed";
 	case BalloonRejection::kReportMalformed:
 		return "report-malformed";
-	case BalloonRejection::kRangeOutsideRam:
-		return "range-outside-ram";
+	case BalloonRejection::kRangeNotWholePages:
+		return "range-not-whole-pages";
 	case BalloonRejection::kReportedBalloonPage:
 		return "reported-balloon-page";
 	case BalloonRejection::kStatsPartialEntry:

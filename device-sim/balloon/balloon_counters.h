@@ -32,7 +32,8 @@ enum class BalloonRejection : uint8_t {
 	// Free page hints and reports:
 	kHintMalformed,	      // a free_page_vq chain that is neither one 4-byte id nor in-buffers
 	kReportMalformed,     // a reporting_vq chain with device-readable parts, or empty
-	kRangeOutsideRam,     // a hinted or reported range not whole 4 KiB pages inside RAM
+	kRangeNotWholePages,  // a hinted or reported range not whole, aligned 4 KiB pages (ranges
+	                      // beyond RAM never get here: the ring refuses their chain)
 	kReportedBalloonPage, // a reported range holding pages the balloon holds (not discarded)
 	// Stats buffers (the valid part is still used):
 	kStatsPartialEntry,   // length not a multiple of 10: the trailing bytes are ignored

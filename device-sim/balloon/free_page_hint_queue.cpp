@@ -71,7 +71,7 @@ void FreePageHintQueue::receive_blocks(const DescriptorChain& chain, uint32_t co
 	const bool in_round = active_cmd_id_ != 0 && active_cmd_id_ == config_cmd_id;
 	for (const Segment& block : chain.writable) {
 		if (!whole_pages_inside_ram(memory_, block)) {
-			counters_.reject(BalloonRejection::kRangeOutsideRam);
+			counters_.reject(BalloonRejection::kRangeNotWholePages);
 			continue;
 		}
 		if (!in_round) {

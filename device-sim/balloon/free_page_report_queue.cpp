@@ -36,7 +36,7 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 	runs_.clear();
 	for (const Segment& range : chain.writable) {
 		if (!whole_pages_inside_ram(memory_, range)) {
-			counters_.reject(BalloonRejection::kRangeOutsideRam);
+			counters_.reject(BalloonRejection::kRangeNotWholePages);
 			continue;
 		}
 		const uint64_t first = range.phys_addr / GuestMemory::kPageBytes;

@@ -117,6 +117,7 @@ size_t BuddyAllocator::isolate_unreported(unsigned order, uint64_t* first_pfns, 
 				frames_[index + i].state = FrameState::kUsed;
 			counts_.free -= size;
 			counts_.used += size;
+			isolated_pages_ += size;
 			first_pfns[taken++] = first_pfn_ + index;
 		}
 		index = next;
@@ -130,6 +131,9 @@ bool BuddyAllocator::put_back_isolated(uint64_t first_pfn, unsigned order, bool 
 	if (order > kMaxOrder || (first_pfn & ((1ull << order) - 1)) ||
 	    !run_in_state(first_pfn, 1ull << order, FrameState::kUsed))
 		return false;
+	if (isolated_pages_ < (1ull << order))
+		return false;
+	isolated_pages_ -= 1ull << order;
 	uint32_t index = static_cast<uint32_t>(first_pfn - first_pfn_);
 	unsigned merged_order = free_block_locked(index, order);
 	if (reported && merged_order == order && frames_[index].block_head) {
@@ -144,6 +148,12 @@ uint64_t BuddyAllocator::reported_pages() const
 {
 	std::lock_guard lock(mutex_);
 	return reported_pages_;
+}
+
+uint64_t BuddyAllocator::isolated_pages() const
+{
+	std::lock_guard lock(mutex_);
+	return isolated_pages_;
 }
 
 uint64_t BuddyAllocator::unreported_free_blocks(unsigned order) const

@@ -58,6 +58,7 @@ public:
 	bool put_back_isolated(uint64_t first_pfn, unsigned order, bool reported);
 	// Free pages marked reported; whether the free block holding `pfn` is marked.
 	uint64_t reported_pages() const;
+	uint64_t isolated_pages() const; // taken by isolate_unreported(), not put back yet
 	bool is_reported(uint64_t pfn) const;
 	uint64_t unreported_free_blocks(unsigned order) const;
 
@@ -97,6 +98,7 @@ private:
 	uint64_t free_block_count_[kMaxOrder + 1] = {};
 	Counts counts_;
 	uint64_t reported_pages_ = 0;
+	uint64_t isolated_pages_ = 0;
 	uint64_t reported_blocks_[kMaxOrder + 1] = {};
 	unsigned report_order_ = kMaxOrder + 1;
 	std::function<void()> report_notify_;

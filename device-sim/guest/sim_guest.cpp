@@ -151,24 +151,15 @@ void SimGuest::remove()
 	if (report_worker_.joinable())
 		report_worker_.join();
 	allocator_->set_report_notifier(BuddyAllocator::kMaxOrder + 1, nullptr);
-	// Like Linux's remove: give every page back while the device still listens, then reset.
+	// Like Linux's remove: give back every page the device acknowledges while it still
+	// listens, then reset it; whatever it did not acknowledge comes back after the reset.
 	if (transport_.status() & VB_STATUS_DRIVER_OK && !(transport_.status() & VB_STATUS_NEEDS_RESET))
 		core_->release_all();
-	// Hinted blocks come back too: the device is about to forget them.
-	core_->hint_device_reset();
 	os_->abort_waits();
 	transport_.set_status(0);
-	// Pages the device never acknowledged are still the guest's: take them back too.
-	vb::PageRun runs[64];
-	for (;;) {
-		os_->lock();
-		size_t count = os_->balloon_list_take(runs, 64, UINT64_MAX);
-		os_->unlock();
-		if (!count)
-			break;
-		for (size_t i = 0; i < count; i++)
-			os_->free_page_run(runs[i]);
-	}
+	core_->release_after_reset();
+	// Hinted blocks come back too, once the device has forgotten them.
+	core_->hint_device_reset();
 	core_->~Core();
 	core_ = nullptr;
 }

@@ -81,7 +81,7 @@ TEST(FreePageReport, AReportNeverAcknowledgedFailsAndAPatternGuestRewritesThePag
 	vb::GuestTraits traits;
 	traits.freed_pages_need_pattern = true;
 	ReportGuest guest(kReporting | VB_FEATURE(VB_F_PAGE_POISON), traits);
-	guest.os.device_gone = true;
+	guest.os.acks_before_gone = 0; // takes the report, then goes away
 	auto runs = blocks_of_order(9, 3);
 	EXPECT_FALSE(guest.balloon.report_free_pages(runs.data(), runs.size()));
 	EXPECT_EQ(guest.balloon.counters().reports.get(), 0u);
@@ -89,13 +89,24 @@ TEST(FreePageReport, AReportNeverAcknowledgedFailsAndAPatternGuestRewritesThePag
 	EXPECT_EQ(guest.os.events_of(Event::kInitialise).size(), 3u);
 }
 
-TEST(FreePageReport, AFullRingRefusesTheReport)
+TEST(FreePageReport, AReportLongerThanTheRingIsNeverTried)
 {
 	ReportGuest guest;
-	guest.os.queue_capacity = 0;
+	guest.os.queue_sizes[static_cast<int>(vb::QueueKind::kReporting)] = 16;
+	auto runs = blocks_of_order(9, 17);
+	EXPECT_FALSE(guest.balloon.report_free_pages(runs.data(), runs.size()));
+	EXPECT_TRUE(guest.os.reports.empty());
+	EXPECT_TRUE(guest.balloon.report_free_pages(runs.data(), 16));
+}
+
+TEST(FreePageReport, ARefusedReportFailsAndTouchesNothing)
+{
+	ReportGuest guest;
+	guest.os.refuse[static_cast<int>(vb::QueueKind::kReporting)] = true;
 	auto runs = blocks_of_order(9, 2);
 	EXPECT_FALSE(guest.balloon.report_free_pages(runs.data(), runs.size()));
 	EXPECT_EQ(guest.balloon.counters().report_failures.get(), 1u);
+	EXPECT_TRUE(guest.os.events_of(Event::kInitialise).empty()) << "never sent, never touched";
 }
 
 } // namespace

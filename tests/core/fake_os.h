@@ -157,7 +157,9 @@ public:
 		       unsigned n_in, void* token)
 	{
 		auto& q = queues[static_cast<int>(queue)];
-		if (q.pending.size() + q.in_device.size() >= queue_capacity)
+		EXPECT_LE(n_out + n_in, queue_size(queue)) << "a chain longer than its ring";
+		if (device_gone || refuse[static_cast<int>(queue)] ||
+		    q.pending.size() + q.in_device.size() >= queue_size(queue))
 			return false;
 		Event event = Event::of(Event::kAdd, queue);
 		event.token = token;
@@ -236,8 +238,12 @@ public:
 	void* queue_wait_used(vb::QueueKind queue, uint32_t* len)
 	{
 		auto& q = queues[static_cast<int>(queue)];
+		if (acks_before_gone == 0)
+			device_gone = true;
 		if (device_gone)
 			return nullptr;
+		if (acks_before_gone > 0)
+			acks_before_gone--;
 		if (q.used.empty() && !q.in_device.empty() && queue != vb::QueueKind::kStats) {
 			q.used.push_back(q.in_device.front());
 			q.in_device.pop_front();
@@ -262,11 +268,17 @@ public:
 		}
 		return queue_get_used(queue, len);
 	}
-	uint32_t queue_size(vb::QueueKind) { return queue_capacity; }
+	uint32_t queue_size(vb::QueueKind queue)
+	{
+		uint32_t size = queue_sizes[static_cast<int>(queue)];
+		return size ? size : queue_capacity;
+	}
 	uint32_t config_read32(uint32_t offset) { return config[offset / 4]; }
 	void config_write32(uint32_t offset, uint32_t value)
 	{
 		config[offset / 4] = value;
+		if (offset == VB_CONFIG_ACTUAL_OFFSET && !lock_held)
+			actual_writes_without_lock++;
 		log_event(Event::of(Event::kConfigWrite, {}, offset, value));
 	}
 	void memory_stats(vb::MemoryStats* out) { *out = stats; }
@@ -335,7 +347,6 @@ public:
 	size_t max_free_page_in_flight = 0;
 	std::function<void()> after_hint_insert; // a test's device acting mid-round
 	std::vector<std::vector<vb::Segment>> reports; // reporting_vq chains
-	bool device_gone = false; // queue_wait_used returns nothing: the device went away
 	std::set<uint64_t> initialised;
 	std::map<const void*, vb::Segment> bitmaps;
 	bool chunked = false;
@@ -343,7 +354,14 @@ public:
 	uint64_t freed_initialised = 0;
 	uint64_t bitmap_requests = 0;
 	Queue queues[VB_QUEUE_KIND_COUNT];
-	uint32_t queue_capacity = 128;
+	uint32_t queue_capacity = 128;     // buffers a queue holds (and its ring size)...
+	uint32_t queue_sizes[VB_QUEUE_KIND_COUNT] = {}; // ...unless set here per queue
+	bool refuse[VB_QUEUE_KIND_COUNT] = {};          // the queue refuses every buffer
+	// Acknowledgements the device still gives before it goes away (-1: it stays); once
+	// gone, waits return nullptr and every queue refuses.
+	int acks_before_gone = -1;
+	bool device_gone = false;
+	uint64_t actual_writes_without_lock = 0;
 	uint32_t config[4] = {};
 	vb::MemoryStats stats{};
 	std::vector<uint8_t> last_stats;

@@ -52,6 +52,15 @@ public:
 	{
 		os_.set_core(core_.get(), sizeof(Core));
 		os_.core_pfns = [this] { return core_->balloon_pfns(); };
+		os_.reenter = [this](uint64_t call) {
+			FUZZ_TRACE("  re-entered from allocation %llu: %s\n",
+				   (unsigned long long)call,
+				   call % 2 ? "migrate_page" : "deflate_for_oom");
+			if (call % 2)
+				migrate(false);
+			else
+				(void)core_->deflate_for_oom();
+		};
 	}
 
 	void run()
@@ -69,21 +78,39 @@ public:
 		// The device turns honest, the host wants everything back, the driver goes.
 		os_.set_honest();
 		os_.set_alloc_fail_mask(0);
+		os_.set_reentry_mask(0);
 		os_.contended = false;
 		os_.num_pages = 0;
-		FUZZ_TRACE("drain (balloon %llu PFNs)\n", (unsigned long long)core_->balloon_pfns());
-		for (unsigned i = 0; i < 100000 && core_->adjust_towards_target() != vb::StepResult::kSettled; i++)
+		FUZZ_TRACE("drain (balloon %llu PFNs)\n",
+			   (unsigned long long)core_->balloon_pfns());
+		// An honest device acknowledges every deflate, so the balloon drains; one that
+		// went away cannot, and the pages wait for the reset below.
+		vb::StepResult result = vb::StepResult::kMoreWork;
+		for (unsigned i = 0; i < 100000 && result == vb::StepResult::kMoreWork; i++) {
+			result = core_->adjust_towards_target();
 			check("drain");
+		}
+		FUZZ_CHECK(result == vb::StepResult::kSettled || os_.gone(),
+			   "an honest device, and the balloon did not drain (step result %d, %llu "
+			   "PFNs left)",
+			   static_cast<int>(result), (unsigned long long)core_->balloon_pfns());
 		core_->release_all();
 		check("release_all");
+		// Remove: the OS resets the device, and whatever the host did not acknowledge
+		// giving back comes back now.
+		os_.reset_device();
+		core_->release_after_reset();
+		check("release_after_reset");
 		FUZZ_CHECK(core_->balloon_pfns() == 0 && os_.list.pages() == 0,
 			   "after release_all the core holds %llu PFNs, the list %llu pages",
-			   (unsigned long long)core_->balloon_pfns(), (unsigned long long)os_.list.pages());
+			   (unsigned long long)core_->balloon_pfns(),
+			   (unsigned long long)os_.list.pages());
 		for (uint64_t pfn : harness_pages_)
 			os_.harness_free(pfn);
 		harness_pages_.clear();
 		const vbsim::BuddyAllocator::Counts counts = os_.allocator.counts();
-		FUZZ_CHECK(counts.free == counts.managed, "%llu of %llu pages free after release_all",
+		FUZZ_CHECK(counts.free == counts.managed,
+			   "%llu of %llu pages free after release_all",
 			   (unsigned long long)counts.free, (unsigned long long)counts.managed);
 		FUZZ_CHECK(os_.managed_delta == 0, "managed pages off by %lld after release_all",
 			   (long long)os_.managed_delta);
@@ -128,25 +155,30 @@ private:
 		const uint64_t after = core_->balloon_pfns();
 		FUZZ_CHECK(before > target || after <= target,
 			   "inflate overshot: %llu -> %llu PFNs, target %llu",
-			   (unsigned long long)before, (unsigned long long)after, (unsigned long long)target);
+			   (unsigned long long)before, (unsigned long long)after,
+			   (unsigned long long)target);
 		FUZZ_CHECK(before < target || after >= target,
 			   "deflate overshot: %llu -> %llu PFNs, target %llu",
-			   (unsigned long long)before, (unsigned long long)after, (unsigned long long)target);
+			   (unsigned long long)before, (unsigned long long)after,
+			   (unsigned long long)target);
 		// Settled: there already, or a deflate got there (an inflate that got there says so
 		// on the next call).
 		FUZZ_CHECK((result == vb::StepResult::kSettled) ==
 				   (before == target || (before > target && after == target)),
-			   "step %llu -> %llu PFNs towards %llu returned %d", (unsigned long long)before,
-			   (unsigned long long)after, (unsigned long long)target, static_cast<int>(result));
+			   "step %llu -> %llu PFNs towards %llu returned %d",
+			   (unsigned long long)before, (unsigned long long)after,
+			   (unsigned long long)target, static_cast<int>(result));
 	}
 
-	void migrate()
+	// `checked`: a migration of its own, checked as an operation (not one that re-entered
+	// from inside an allocation, where the core is half-way through a step).
+	void migrate(bool checked = true)
 	{
 		const uint64_t pages = os_.list.pages();
 		if (!pages)
 			return;
 		// Compaction picks some ballooned page...
-		uint64_t index = in_.u16() % pages;
+		uint64_t index = (checked ? in_.u16() : reentries_++ * 7919) % pages;
 		uint64_t old_pfn = 0;
 		for (const vb::PageRun& run : os_.list.all_runs()) {
 			if (index < run.count) {
@@ -159,31 +191,27 @@ private:
 		uint64_t new_pfn;
 		if (!os_.harness_alloc(0, &new_pfn))
 			return;
-		// Reported bug "migrate-wire": a new page beyond 32-bit wire PFNs is sent truncated.
-		if (vbfuzz::avoid("migrate-wire") &&
-		    !vb::run_fits_wire_pfns({new_pfn, 1}, config_.traits.page_shift)) {
-			os_.harness_free(new_pfn);
-			return;
-		}
 		const uint64_t before = core_->balloon_pfns();
 		if (core_->migrate_page(old_pfn, new_pfn)) {
 			os_.take_back_migrated(old_pfn);
 			os_.harness_free(old_pfn);
 		} else {
-			FUZZ_CHECK(os_.model(old_pfn, "not migrated").holder == vbfuzz::Holder::kBalloon,
+			FUZZ_CHECK(os_.model(old_pfn, "not migrated").holder ==
+					   vbfuzz::Holder::kBalloon,
 				   "a refused migration moved the old page");
 			os_.harness_free(new_pfn);
 		}
-		check("migrate_page");
 		FUZZ_CHECK(core_->balloon_pfns() == before, "migration changed the balloon size");
+		if (checked)
+			check("migrate_page");
 	}
 
 	void pressure()
 	{
 		const uint8_t how = in_.u8();
 		if ((how & 3) == 3) {
-			// A checkerboard: every free page taken, one in `stride` given back, so free
-			// memory is single pages that never merge.
+			// A checkerboard: every free page taken, one in `stride` given back, so
+			// free memory is single pages that never merge.
 			const unsigned stride = in_.u8() % 3 + 2;
 			std::vector<uint64_t> taken;
 			uint64_t pfn;
@@ -220,9 +248,10 @@ private:
 
 	void step()
 	{
-		static const char* const kNames[] = {"target", "target", "adjust", "adjust*n", "oom",
-						     "stats", "migrate", "alloc-failures", "device-mood",
-						     "pressure", "max-order", "release_all"};
+		static const char* const kNames[] = {
+			"target",      "target",   "adjust",	"adjust*n",
+			"oom",	       "stats",	   "migrate",	"alloc-failures",
+			"device-mood", "pressure", "max-order", "release_all"};
 		os_.begin_op();
 		const unsigned op = in_.u8() % 12;
 		FUZZ_TRACE("op %s (balloon %llu PFNs, target %u)\n", kNames[op],
@@ -263,7 +292,12 @@ private:
 			break;
 		case 7: {
 			uint8_t how = in_.u8();
-			os_.set_alloc_fail_mask(how & 1 ? in_.u64() : how & 2 ? ~uint64_t{0} : 0);
+			if (how & 4)
+				os_.set_reentry_mask(in_.u64());
+			else
+				os_.set_alloc_fail_mask(how & 1	  ? in_.u64()
+							: how & 2 ? ~uint64_t{0}
+								  : 0);
 			break;
 		}
 		case 8: {
@@ -283,6 +317,12 @@ private:
 		default:
 			core_->release_all();
 			check("release_all");
+			if (os_.gone()) {
+				// A device that went away is reset before the driver rebinds.
+				os_.reset_device();
+				core_->release_after_reset();
+				check("release_after_reset");
+			}
 			break;
 		}
 		check("operation");
@@ -296,22 +336,27 @@ private:
 			   problems.c_str());
 		const vbsim::BuddyAllocator::Counts counts = os_.allocator.counts();
 		const uint64_t pfns = core_->balloon_pfns();
-		FUZZ_CHECK(pfns == os_.list.pages() * pfns_per_page_ &&
-				   counts.balloon == os_.list.pages(),
-			   "after %s: core %llu PFNs, list %llu pages, allocator %llu balloon pages", what,
-			   (unsigned long long)pfns, (unsigned long long)os_.list.pages(),
-			   (unsigned long long)counts.balloon);
+		FUZZ_CHECK(
+			pfns == os_.list.pages() * pfns_per_page_ &&
+				counts.balloon == os_.list.pages(),
+			"after %s: core %llu PFNs, list %llu pages, allocator %llu balloon pages",
+			what, (unsigned long long)pfns, (unsigned long long)os_.list.pages(),
+			(unsigned long long)counts.balloon);
 		const vb::BalloonCounters& counters = core_->counters();
 		FUZZ_CHECK(counters.pages_inflated.get() - counters.pages_deflated.get() == pfns,
 			   "after %s: inflated %llu - deflated %llu != %llu in the balloon", what,
 			   (unsigned long long)counters.pages_inflated.get(),
-			   (unsigned long long)counters.pages_deflated.get(), (unsigned long long)pfns);
-		FUZZ_CHECK(os_.actual == static_cast<uint32_t>(pfns), "after %s: actual %u, balloon %llu",
-			   what, os_.actual, (unsigned long long)pfns);
+			   (unsigned long long)counters.pages_deflated.get(),
+			   (unsigned long long)pfns);
+		FUZZ_CHECK(os_.actual == static_cast<uint32_t>(pfns),
+			   "after %s: actual %u, balloon %llu", what, os_.actual,
+			   (unsigned long long)pfns);
 		if (!os_.has_feature(VB_F_DEFLATE_ON_OOM))
-			FUZZ_CHECK(os_.managed_delta == -static_cast<int64_t>(os_.list.pages()),
-				   "after %s: managed pages moved by %lld, balloon holds %llu pages", what,
-				   (long long)os_.managed_delta, (unsigned long long)os_.list.pages());
+			FUZZ_CHECK(
+				os_.managed_delta == -static_cast<int64_t>(os_.list.pages()),
+				"after %s: managed pages moved by %lld, balloon holds %llu pages",
+				what, (long long)os_.managed_delta,
+				(unsigned long long)os_.list.pages());
 	}
 
 	FuzzInput& in_;
@@ -321,6 +366,7 @@ private:
 	std::unique_ptr<Core::StepRuns> runs_;
 	std::unique_ptr<Core> core_;
 	std::vector<uint64_t> harness_pages_;
+	uint64_t reentries_ = 0;
 	bool volatile_ = false;
 };
 
@@ -354,22 +400,18 @@ LyingOsConfig read_config(FuzzInput& in)
 	config.features = vb::accept_features(in.u64(), config.traits);
 	for (uint32_t& size : config.queue_sizes)
 		size = 1u << (in.u8() % 11);
-	// Reported bug "chunk-ring": chunks per message follow the inflate ring only.
-	if (vbfuzz::avoid("chunk-ring") && config.queue_sizes[VB_QUEUE_DEFLATE] < config.queue_sizes[VB_QUEUE_INFLATE])
-		config.queue_sizes[VB_QUEUE_DEFLATE] = config.queue_sizes[VB_QUEUE_INFLATE];
 	config.indirect = in.boolean();
-	// Reported bug "ring-1": an inflate ring of one descriptor cannot carry a bitmap.
-	if (vbfuzz::avoid("ring-1") && config.queue_sizes[VB_QUEUE_INFLATE] == 1)
-		config.queue_sizes[VB_QUEUE_INFLATE] = 2;
 	config.stats_present_mask = in.u16();
-	FUZZ_TRACE("config: %u-byte pages, %llu pages at %#llx, traits need-pattern %d init-before %d "
-		   "pattern %#x max-order %u, features %#llx, rings %u/%u/%u, indirect %d, stats %#x\n",
-		   1u << config.traits.page_shift, (unsigned long long)config.pages,
-		   (unsigned long long)config.first_pfn, config.traits.freed_pages_need_pattern,
-		   config.traits.initialise_before_inflate, config.traits.free_page_pattern,
-		   config.traits.max_alloc_order, (unsigned long long)config.features,
-		   config.queue_sizes[0], config.queue_sizes[1], config.queue_sizes[2], config.indirect,
-		   config.stats_present_mask);
+	FUZZ_TRACE(
+		"config: %u-byte pages, %llu pages at %#llx, traits need-pattern %d init-before %d "
+		"pattern %#x max-order %u, features %#llx, rings %u/%u/%u, indirect %d, stats "
+		"%#x\n",
+		1u << config.traits.page_shift, (unsigned long long)config.pages,
+		(unsigned long long)config.first_pfn, config.traits.freed_pages_need_pattern,
+		config.traits.initialise_before_inflate, config.traits.free_page_pattern,
+		config.traits.max_alloc_order, (unsigned long long)config.features,
+		config.queue_sizes[0], config.queue_sizes[1], config.queue_sizes[2],
+		config.indirect, config.stats_present_mask);
 	return config;
 }
 

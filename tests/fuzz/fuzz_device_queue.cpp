@@ -66,8 +66,8 @@ void poke_le16(GuestMemory& memory, uint64_t gpa, uint16_t value)
 	(void)memory.write_le(gpa, value);
 }
 
-void poke_descriptor(GuestMemory& memory, uint64_t gpa, uint64_t addr, uint32_t len,
-		     uint16_t flags, uint16_t next)
+void poke_descriptor(GuestMemory& memory, uint64_t gpa, uint64_t addr, uint32_t len, uint16_t flags,
+		     uint16_t next)
 {
 	(void)(memory.write_le(gpa, addr) && memory.write_le(gpa + 8, len) &&
 	       memory.write_le(gpa + 12, flags) && memory.write_le(gpa + 14, next));
@@ -97,7 +97,8 @@ bool ranges_overlap(uint64_t a, uint64_t a_len, uint64_t b, uint64_t b_len)
 uint16_t fuzz_flags(FuzzInput& in)
 {
 	uint8_t how = in.u8();
-	uint16_t flags = how & (VB_VRING_DESC_F_NEXT | VB_VRING_DESC_F_WRITE | VB_VRING_DESC_F_INDIRECT);
+	uint16_t flags =
+		how & (VB_VRING_DESC_F_NEXT | VB_VRING_DESC_F_WRITE | VB_VRING_DESC_F_INDIRECT);
 	if (how & 0x80)
 		flags |= static_cast<uint16_t>(in.u16() & ~7u); // undefined bits: ignored
 	return flags;
@@ -150,7 +151,8 @@ public:
 			seen[index] = true;
 			const vb_vring_desc desc = read(layout_.descriptor(index));
 			if (desc.flags & VB_VRING_DESC_F_INDIRECT) {
-				if (!indirect_ || (desc.flags & VB_VRING_DESC_F_NEXT) || index != head)
+				if (!indirect_ || (desc.flags & VB_VRING_DESC_F_NEXT) ||
+				    index != head)
 					return std::nullopt;
 				return walk_table(desc, chain);
 			}
@@ -163,7 +165,8 @@ public:
 	}
 
 private:
-	std::optional<ReferenceChain> walk_table(const vb_vring_desc& table, ReferenceChain& chain) const
+	std::optional<ReferenceChain> walk_table(const vb_vring_desc& table,
+						 ReferenceChain& chain) const
 	{
 		if (table.len == 0 || table.len % 16 != 0 || table.len / 16 > layout_.size() ||
 		    !inside(table.addr, table.len, memory_.size()))
@@ -249,7 +252,8 @@ public:
 		const bool valid = areas_valid(config.areas, size);
 		FUZZ_CHECK(valid == (vbsim::check_queue_areas(memory_, config.areas, size) ==
 				     vbsim::QueueAreaError::kNone),
-			   "check_queue_areas disagrees with the spec's sizes and alignments");
+			   "check_queue_areas disagrees with the spec's sizes and alignments (and "
+			   "the used ring kept clear of the other two)");
 		if (!valid) {
 			bool threw = false;
 			try {
@@ -278,13 +282,19 @@ public:
 	}
 
 private:
+	// The spec's sizes and alignments (2.7), and the used ring (which the device writes)
+	// kept clear of what it reads, so its own stores never become new work.
 	bool areas_valid(const QueueAreas& areas, uint16_t size) const
 	{
+		const uint64_t used_bytes = 6 + 8ull * size;
 		return areas.desc_gpa % 16 == 0 && areas.avail_gpa % 2 == 0 &&
 		       areas.used_gpa % 4 == 0 &&
 		       inside(areas.desc_gpa, 16ull * size, kRingRamBytes) &&
 		       inside(areas.avail_gpa, 6 + 2ull * size, kRingRamBytes) &&
-		       inside(areas.used_gpa, 6 + 8ull * size, kRingRamBytes);
+		       inside(areas.used_gpa, used_bytes, kRingRamBytes) &&
+		       !ranges_overlap(areas.used_gpa, used_bytes, areas.avail_gpa,
+				       6 + 2ull * size) &&
+		       !ranges_overlap(areas.used_gpa, used_bytes, areas.desc_gpa, 16ull * size);
 	}
 
 	void step(const ReferenceRing& reference)
@@ -298,7 +308,9 @@ private:
 			uint64_t addr = in_.near(kRingRamBytes);
 			uint32_t len = fuzz_len(in_, kRingRamBytes);
 			uint16_t flags = fuzz_flags(in_);
-			uint16_t next = in_.u8() & 0x80 ? in_.u16() : static_cast<uint16_t>(in_.below(size + 1));
+			uint16_t next = in_.u8() & 0x80
+						? in_.u16()
+						: static_cast<uint16_t>(in_.below(size + 1));
 			poke_descriptor(memory_, layout.descriptor(index), addr, len, flags, next);
 			break;
 		}
@@ -312,14 +324,17 @@ private:
 			break;
 		}
 		case 3: { // offer a head
-			uint16_t head = in_.u8() & 0x80 ? in_.u16() : static_cast<uint16_t>(in_.below(size + 1));
+			uint16_t head = in_.u8() & 0x80
+						? in_.u16()
+						: static_cast<uint16_t>(in_.below(size + 1));
 			poke_le16(memory_, layout.avail_slot(avail_idx_), head);
 			avail_idx_++;
 			poke_le16(memory_, layout.avail_idx(), avail_idx_);
 			break;
 		}
 		case 4: // any avail index at all
-			avail_idx_ = in_.boolean() ? in_.u16() : static_cast<uint16_t>(avail_idx_ + in_.u8());
+			avail_idx_ = in_.boolean() ? in_.u16()
+						   : static_cast<uint16_t>(avail_idx_ + in_.u8());
 			poke_le16(memory_, layout.avail_idx(), avail_idx_);
 			break;
 		case 5: { // the device pops
@@ -379,7 +394,8 @@ private:
 		before_.assign(ram, ram + kRingRamBytes);
 		call();
 		if (std::memcmp(ram, before_.data(), used_begin_) != 0 ||
-		    std::memcmp(ram + used_end_, before_.data() + used_end_, kRingRamBytes - used_end_) != 0)
+		    std::memcmp(ram + used_end_, before_.data() + used_end_,
+				kRingRamBytes - used_end_) != 0)
 			report_stray_write(ram);
 	}
 
@@ -388,9 +404,11 @@ private:
 		for (uint64_t i = 0; i < kRingRamBytes; i++) {
 			if (i >= used_begin_ && i < used_end_)
 				continue;
-			FUZZ_CHECK(ram[i] == before_[i], "the device wrote guest RAM at %#llx, outside "
-				   "the used ring [%#llx, %#llx)", (unsigned long long)i,
-				   (unsigned long long)used_begin_, (unsigned long long)used_end_);
+			FUZZ_CHECK(ram[i] == before_[i],
+				   "the device wrote guest RAM at %#llx, outside "
+				   "the used ring [%#llx, %#llx)",
+				   (unsigned long long)i, (unsigned long long)used_begin_,
+				   (unsigned long long)used_end_);
 		}
 	}
 
@@ -406,13 +424,18 @@ private:
 		const RingLayout& layout = *layout_;
 		used_idx_++;
 		uint32_t id = 0, len = 0;
-		FUZZ_CHECK(memory_.read_le(layout.used_slot(static_cast<uint16_t>(used_idx_ - 1)), &id) &&
-				   memory_.read_le(layout.used_slot(static_cast<uint16_t>(used_idx_ - 1)) + 4, &len),
-			   "used ring outside RAM");
-		FUZZ_CHECK(id == head && len == written, "used element {%u, %u}, expected {%u, %u}", id,
-			   len, head, written);
+		FUZZ_CHECK(
+			memory_.read_le(layout.used_slot(static_cast<uint16_t>(used_idx_ - 1)),
+					&id) &&
+				memory_.read_le(
+					layout.used_slot(static_cast<uint16_t>(used_idx_ - 1)) + 4,
+					&len),
+			"used ring outside RAM");
+		FUZZ_CHECK(id == head && len == written, "used element {%u, %u}, expected {%u, %u}",
+			   id, len, head, written);
 		FUZZ_CHECK(peek_le16(memory_, layout.used_idx()) == used_idx_,
-			   "used idx %u, expected %u", peek_le16(memory_, layout.used_idx()), used_idx_);
+			   "used idx %u, expected %u", peek_le16(memory_, layout.used_idx()),
+			   used_idx_);
 	}
 
 	uint64_t rejections() const
@@ -459,16 +482,16 @@ private:
 		switch (expected) {
 		case kBroken:
 			FUZZ_CHECK(status == DeviceQueue::PopStatus::kBroken,
-				   "avail idx %u moved %u past %u on a ring of %u: not broken", avail,
-				   pending, last_avail_, size);
+				   "avail idx %u moved %u past %u on a ring of %u: not broken",
+				   avail, pending, last_avail_, size);
 			FUZZ_CHECK(rejections() == rejected_before + (broken_ ? 0 : 1),
 				   "a broken ring counted %llu rejections",
 				   (unsigned long long)(rejections() - rejected_before));
 			broken_ = true;
 			break;
 		case kEmpty:
-			FUZZ_CHECK(status == DeviceQueue::PopStatus::kEmpty, "pop on an empty ring: %d",
-				   static_cast<int>(status));
+			FUZZ_CHECK(status == DeviceQueue::PopStatus::kEmpty,
+				   "pop on an empty ring: %d", static_cast<int>(status));
 			break;
 		case kDropped:
 			FUZZ_CHECK(status == DeviceQueue::PopStatus::kRejected &&
@@ -481,17 +504,19 @@ private:
 		case kChainOrReturned:
 			last_avail_++;
 			if (!chain_expected) {
-				FUZZ_CHECK(status == DeviceQueue::PopStatus::kRejected &&
-						   rejections() == rejected_before + 1,
-					   "the device accepted chain %u, which breaks the ring rules",
-					   head);
+				FUZZ_CHECK(
+					status == DeviceQueue::PopStatus::kRejected &&
+						rejections() == rejected_before + 1,
+					"the device accepted chain %u, which breaks the ring rules",
+					head);
 				expect_used(head, 0);
 				break;
 			}
 			FUZZ_CHECK(status == DeviceQueue::PopStatus::kChain,
 				   "the device refused valid chain %u (status %d)", head,
 				   static_cast<int>(status));
-			FUZZ_CHECK(chain_.head == head, "popped head %u, avail said %u", chain_.head, head);
+			FUZZ_CHECK(chain_.head == head, "popped head %u, avail said %u",
+				   chain_.head, head);
 			FUZZ_CHECK(same_segments(chain_.readable, chain_expected->readable) &&
 					   same_segments(chain_.writable, chain_expected->writable),
 				   "chain %u: segments differ from the descriptors", head);
@@ -504,8 +529,8 @@ private:
 			held += h;
 		FUZZ_CHECK(queue_->in_flight() == held, "in_flight %u, harness holds %u",
 			   queue_->in_flight(), held);
-		FUZZ_CHECK(queue_->broken() == broken_, "broken() %d, expected %d", queue_->broken(),
-			   broken_);
+		FUZZ_CHECK(queue_->broken() == broken_, "broken() %d, expected %d",
+			   queue_->broken(), broken_);
 	}
 
 	void check_chain_inside_ram()
@@ -514,14 +539,14 @@ private:
 		// Touch every byte the device was given: a segment outside RAM hits a guard.
 		for (const Segment& segment : chain_.readable) {
 			FUZZ_CHECK(inside(segment.phys_addr, segment.len, kRingRamBytes),
-				   "segment %#llx+%u outside RAM", (unsigned long long)segment.phys_addr,
-				   segment.len);
+				   "segment %#llx+%u outside RAM",
+				   (unsigned long long)segment.phys_addr, segment.len);
 			readable += segment.len;
 		}
 		for (const Segment& segment : chain_.writable) {
 			FUZZ_CHECK(inside(segment.phys_addr, segment.len, kRingRamBytes),
-				   "segment %#llx+%u outside RAM", (unsigned long long)segment.phys_addr,
-				   segment.len);
+				   "segment %#llx+%u outside RAM",
+				   (unsigned long long)segment.phys_addr, segment.len);
 			writable += segment.len;
 		}
 		FUZZ_CHECK(readable == chain_.readable_bytes && writable == chain_.writable_bytes &&
@@ -555,7 +580,7 @@ private:
 	uint64_t used_begin_ = 0, used_end_ = 0;
 	uint16_t avail_idx_ = 0;  // what the driver published last
 	uint16_t last_avail_ = 0; // the model's next avail entry to consume
-	uint16_t used_idx_ = 0;   // the model's used idx
+	uint16_t used_idx_ = 0;	  // the model's used idx
 	bool broken_ = false;
 };
 
@@ -607,7 +632,8 @@ public:
 		transport_.set_status(0);
 		settle();
 		check();
-		FUZZ_CHECK(device_.host_owned_pages() == 0, "%llu pages still host-owned after a reset",
+		FUZZ_CHECK(device_.host_owned_pages() == 0,
+			   "%llu pages still host-owned after a reset",
 			   (unsigned long long)device_.host_owned_pages());
 	}
 
@@ -625,7 +651,8 @@ private:
 		poke_le16(memory_, gpa, value);
 		retag(gpa, 2);
 	}
-	void driver_descriptor(uint64_t gpa, uint64_t addr, uint32_t len, uint16_t flags, uint16_t next)
+	void driver_descriptor(uint64_t gpa, uint64_t addr, uint32_t len, uint16_t flags,
+			       uint16_t next)
 	{
 		poke_descriptor(memory_, gpa, addr, len, flags, next);
 		retag(gpa, 16);
@@ -634,14 +661,16 @@ private:
 	{
 		if (!len || gpa >= memory_.size())
 			return;
-		const uint64_t end = std::min<uint64_t>(memory_.size(), gpa + std::min<uint64_t>(len, memory_.size()));
+		const uint64_t end = std::min<uint64_t>(
+			memory_.size(), gpa + std::min<uint64_t>(len, memory_.size()));
 		for (uint64_t pfn = gpa / 4096; pfn * 4096 < end; pfn++)
 			if (pfn >= kCheckedFirstPfn)
 				FUZZ_CHECK(memory_.read_le(pfn * 4096, &tags_[pfn]), "tag read");
 	}
 	void expose(const QueueAreas& areas, uint16_t size)
 	{
-		const uint64_t begin = areas.used_gpa, end = areas.used_gpa + vb_vring_used_bytes(size);
+		const uint64_t begin = areas.used_gpa,
+			       end = areas.used_gpa + vb_vring_used_bytes(size);
 		for (uint64_t pfn = begin / 4096; pfn * 4096 < end && pfn < ram_pages_; pfn++)
 			exposed_[pfn] = true;
 	}
@@ -676,9 +705,11 @@ private:
 			if (owned || owned_[pfn] || bitmaps_possible_ || transient)
 				tags_[pfn] = tag;
 			else
-				FUZZ_CHECK(tag == tags_[pfn], "page %llu changed (%#llx, was %#llx) while the "
-					   "host never held it", (unsigned long long)pfn,
-					   (unsigned long long)tag, (unsigned long long)tags_[pfn]);
+				FUZZ_CHECK(tag == tags_[pfn],
+					   "page %llu changed (%#llx, was %#llx) while the "
+					   "host never held it",
+					   (unsigned long long)pfn, (unsigned long long)tag,
+					   (unsigned long long)tags_[pfn]);
 			owned_[pfn] = owned;
 		}
 		FUZZ_CHECK(owned_count == device_.host_owned_pages(),
@@ -698,11 +729,13 @@ private:
 		if (in_.u8() != 0x5a) // mostly a modern driver
 			features |= VB_FEATURE(VB_F_VERSION_1);
 		(void)transport_.set_driver_features(features);
-		transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER | VB_STATUS_FEATURES_OK);
+		transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER |
+				      VB_STATUS_FEATURES_OK);
 		features_ = features;
 		for (auto& queue : queues_)
 			queue = {};
-		for (unsigned index = 0; index < transport_.queue_count() && index < queues_.size(); index++) {
+		for (unsigned index = 0; index < transport_.queue_count() && index < queues_.size();
+		     index++) {
 			uint16_t max = transport_.queue_max_size(index);
 			uint16_t size = static_cast<uint16_t>(1u << (in_.u8() % 9));
 			if (max && size > max && in_.boolean())
@@ -714,17 +747,13 @@ private:
 				areas.desc_gpa = in_.near(memory_.size()) & ~uint64_t{15};
 				areas.avail_gpa = in_.near(memory_.size()) & ~uint64_t{1};
 				areas.used_gpa = in_.near(memory_.size()) & ~uint64_t{3};
-				// Reported bug "used-alias": the device spins when its own stores to
-				// the used ring land on the avail ring.
-				if (vbfuzz::avoid("used-alias") &&
-				    ranges_overlap(areas.used_gpa, vb_vring_used_bytes(size), areas.avail_gpa,
-						   vb_vring_avail_bytes(size)))
-					areas.used_gpa = areas.avail_gpa + vb_align_up(vb_vring_avail_bytes(size), 4);
 			}
-			const vbsim::QueueSetupError error = transport_.setup_queue(index, size, areas);
-			FUZZ_TRACE("queue %u: size %u, desc %#llx avail %#llx used %#llx: %s\n", index,
-				   size, (unsigned long long)areas.desc_gpa,
-				   (unsigned long long)areas.avail_gpa, (unsigned long long)areas.used_gpa,
+			const vbsim::QueueSetupError error =
+				transport_.setup_queue(index, size, areas);
+			FUZZ_TRACE("queue %u: size %u, desc %#llx avail %#llx used %#llx: %s\n",
+				   index, size, (unsigned long long)areas.desc_gpa,
+				   (unsigned long long)areas.avail_gpa,
+				   (unsigned long long)areas.used_gpa,
 				   error == vbsim::QueueSetupError::kNone ? "set up" : "refused");
 			if (error == vbsim::QueueSetupError::kNone) {
 				queues_[index] = {true, size, areas, 0};
@@ -735,10 +764,11 @@ private:
 		if (in_.boolean()) {
 			const uint8_t byte = in_.u8();
 			(void)transport_.config_write32(VB_CONFIG_POISON_VAL_OFFSET,
-							in_.boolean() ? 0x01010101u * byte : in_.u32());
+							in_.boolean() ? 0x01010101u * byte
+								      : in_.u32());
 		}
-		transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER | VB_STATUS_FEATURES_OK |
-				      VB_STATUS_DRIVER_OK);
+		transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER |
+				      VB_STATUS_FEATURES_OK | VB_STATUS_DRIVER_OK);
 		FUZZ_TRACE("features %#llx, status %#x\n", (unsigned long long)features,
 			   transport_.status());
 		bitmaps_possible_ |= (features & VB_FEATURE(VB_F_X_INIT_ON_INFLATE)) != 0;
@@ -765,7 +795,8 @@ private:
 	{
 		// Mostly in the buffer area above the rings, sometimes anywhere at all.
 		if (in_.u8() < 0xf0)
-			return kBufferAreaStart + (in_.u16() * 8ull) % (kDriverAreaBytes - kBufferAreaStart);
+			return kBufferAreaStart +
+			       (in_.u16() * 8ull) % (kDriverAreaBytes - kBufferAreaStart);
 		return in_.near(memory_.size());
 	}
 
@@ -780,8 +811,10 @@ private:
 			return static_cast<uint32_t>(ram_pages_ - 1 - in_.below(4));
 		default:
 			// The pages above the driver area, where a real balloon's pages would be.
-			return static_cast<uint32_t>(kDriverAreaBytes / 4096 +
-						     in_.below(static_cast<uint32_t>(ram_pages_ - kDriverAreaBytes / 4096)));
+			return static_cast<uint32_t>(
+				kDriverAreaBytes / 4096 +
+				in_.below(static_cast<uint32_t>(ram_pages_ -
+								kDriverAreaBytes / 4096)));
 		}
 	}
 
@@ -796,8 +829,8 @@ private:
 		driver_le16(layout.avail_idx(), queue->avail_idx);
 	}
 
-	void set_descriptor(unsigned index, uint16_t desc, uint64_t addr, uint32_t len, uint16_t flags,
-			    uint16_t next)
+	void set_descriptor(unsigned index, uint16_t desc, uint64_t addr, uint32_t len,
+			    uint16_t flags, uint16_t next)
 	{
 		DriverQueue* queue = driver_queue(index);
 		if (!queue)
@@ -820,8 +853,8 @@ private:
 			value = pfn();
 		const uint64_t gpa = buffer_gpa();
 		driver_write(gpa, pfns.data(), pfns.size() * 4);
-		FUZZ_TRACE("  request on queue %u, head %u, %u pieces, PFN array at %#llx:", index, head,
-			   pieces, (unsigned long long)gpa);
+		FUZZ_TRACE("  request on queue %u, head %u, %u pieces, PFN array at %#llx:", index,
+			   head, pieces, (unsigned long long)gpa);
 		for (uint32_t value : pfns)
 			FUZZ_TRACE(" %u", value);
 		FUZZ_TRACE("\n");
@@ -835,14 +868,16 @@ private:
 			uint32_t piece = i + 1 == pieces ? bytes - offset : (bytes - offset) / 2;
 			uint16_t next = static_cast<uint16_t>((desc + 1) % queue->size);
 			bool more = i + 1 < pieces || bitmap;
-			set_descriptor(index, desc, gpa + offset, piece, more ? VB_VRING_DESC_F_NEXT : 0, next);
+			set_descriptor(index, desc, gpa + offset, piece,
+				       more ? VB_VRING_DESC_F_NEXT : 0, next);
 			offset += piece;
 			desc = next;
 		}
 		if (bitmap) {
 			const uint64_t bitmap_gpa = buffer_gpa();
 			const uint32_t bitmap_len = in_.u8() % 64;
-			set_descriptor(index, desc, bitmap_gpa, bitmap_len, VB_VRING_DESC_F_WRITE, 0);
+			set_descriptor(index, desc, bitmap_gpa, bitmap_len, VB_VRING_DESC_F_WRITE,
+				       0);
 		}
 		offer(index, head);
 		if (in_.u8() < 0xe0)
@@ -870,13 +905,15 @@ private:
 			}
 			uint16_t next = static_cast<uint16_t>((desc + 1) % queue->size);
 			bool more = i + 1 < chunks || bitmap;
-			set_descriptor(index, desc, addr, len, more ? VB_VRING_DESC_F_NEXT : 0, next);
+			set_descriptor(index, desc, addr, len, more ? VB_VRING_DESC_F_NEXT : 0,
+				       next);
 			desc = next;
 		}
 		if (bitmap) {
 			const uint64_t bitmap_gpa = buffer_gpa();
 			const uint32_t bitmap_len = in_.u8() % 8;
-			set_descriptor(index, desc, bitmap_gpa, bitmap_len, VB_VRING_DESC_F_WRITE, 0);
+			set_descriptor(index, desc, bitmap_gpa, bitmap_len, VB_VRING_DESC_F_WRITE,
+				       0);
 		}
 		offer(index, head);
 		kick(index);
@@ -892,12 +929,13 @@ private:
 		const unsigned entries = in_.u8() % 6 + 1;
 		for (unsigned i = 0; i < entries; i++) {
 			uint64_t addr = in_.boolean() ? buffer_gpa() : pfn() * 4096ull;
-			uint32_t len = in_.boolean() ? (in_.u8() % 16 + 1) * 4 : (in_.u8() % 8 + 1) * 4096;
+			uint32_t len =
+				in_.boolean() ? (in_.u8() % 16 + 1) * 4 : (in_.u8() % 8 + 1) * 4096;
 			uint16_t flags = i + 1 < entries ? VB_VRING_DESC_F_NEXT : 0;
 			if (in_.u8() == 0x44)
 				flags = fuzz_flags(in_);
 			driver_descriptor(table + 16ull * i, addr, len, flags,
-					static_cast<uint16_t>(i + 1));
+					  static_cast<uint16_t>(i + 1));
 		}
 		uint32_t len = entries * 16;
 		if (in_.u8() == 0x55)
@@ -924,7 +962,8 @@ private:
 		uint32_t len = entries * 10;
 		if (in_.u8() == 0x66)
 			len = fuzz_len(in_, memory_.size());
-		set_descriptor(index, head, gpa, len, in_.u8() == 0x67 ? VB_VRING_DESC_F_WRITE : 0, 0);
+		set_descriptor(index, head, gpa, len, in_.u8() == 0x67 ? VB_VRING_DESC_F_WRITE : 0,
+			       0);
 		offer(index, head);
 		kick(index);
 	}
@@ -941,7 +980,8 @@ private:
 	// posted to it, so the harness reads a device that is standing still.
 	void settle()
 	{
-		for (unsigned index = 0; index < transport_.queue_count() && index < kicks_.size(); index++) {
+		for (unsigned index = 0; index < transport_.queue_count() && index < kicks_.size();
+		     index++) {
 			const uint64_t sent = kicks_[index];
 			FUZZ_CHECK(transport_.wait_until(
 					   [&] {
@@ -983,8 +1023,12 @@ private:
 		case 2: { // a raw avail idx
 			unsigned index = pick_queue();
 			if (DriverQueue* queue = driver_queue(index)) {
-				queue->avail_idx = in_.boolean() ? in_.u16() : static_cast<uint16_t>(queue->avail_idx + in_.u8());
-				driver_le16(RingLayout(queue->areas, queue->size).avail_idx(), queue->avail_idx);
+				queue->avail_idx = in_.boolean()
+							   ? in_.u16()
+							   : static_cast<uint16_t>(
+								     queue->avail_idx + in_.u8());
+				driver_le16(RingLayout(queue->areas, queue->size).avail_idx(),
+					    queue->avail_idx);
 			}
 			break;
 		}
@@ -1051,7 +1095,8 @@ private:
 				areas.desc_gpa = in_.near(memory_.size());
 				areas.avail_gpa = in_.near(memory_.size());
 				areas.used_gpa = in_.near(memory_.size());
-				if (transport_.setup_queue(index, size, areas) == vbsim::QueueSetupError::kNone &&
+				if (transport_.setup_queue(index, size, areas) ==
+					    vbsim::QueueSetupError::kNone &&
 				    index < queues_.size()) {
 					queues_[index] = {true, size, areas, 0};
 					expose(areas, size);
@@ -1076,32 +1121,39 @@ private:
 		const uint64_t inflated = counters.pages_inflated.load();
 		const uint64_t deflated = counters.pages_deflated.load();
 		const uint64_t released = counters.pages_released_by_reset.load();
-		FUZZ_CHECK(owned == inflated - deflated - released,
-			   "host owns %llu pages, but inflated %llu - deflated %llu - released %llu",
-			   (unsigned long long)owned, (unsigned long long)inflated,
-			   (unsigned long long)deflated, (unsigned long long)released);
-		FUZZ_CHECK(owned <= ram_pages_, "host owns %llu of %llu pages", (unsigned long long)owned,
-			   (unsigned long long)ram_pages_);
+		FUZZ_CHECK(
+			owned == inflated - deflated - released,
+			"host owns %llu pages, but inflated %llu - deflated %llu - released %llu",
+			(unsigned long long)owned, (unsigned long long)inflated,
+			(unsigned long long)deflated, (unsigned long long)released);
+		FUZZ_CHECK(owned <= ram_pages_, "host owns %llu of %llu pages",
+			   (unsigned long long)owned, (unsigned long long)ram_pages_);
 		const vbsim::GuestStats stats = device_.last_stats();
-		FUZZ_CHECK((stats.present_mask >> VB_S_NR) == 0, "stats tag %#x beyond the known tags",
-			   stats.present_mask);
+		FUZZ_CHECK((stats.present_mask >> VB_S_NR) == 0,
+			   "stats tag %#x beyond the known tags", stats.present_mask);
 		bool any_broken = false;
 		for (unsigned index = 0; index < transport_.queue_count(); index++) {
 			DeviceQueue* queue = transport_.queue(index);
 			if (!queue)
 				continue;
 			any_broken |= queue->broken();
-			FUZZ_CHECK(queue->in_flight() <= queue->size(), "queue %u holds %u of %u chains", index,
-				   queue->in_flight(), queue->size());
+			FUZZ_CHECK(queue->in_flight() <= queue->size(),
+				   "queue %u holds %u of %u chains", index, queue->in_flight(),
+				   queue->size());
 		}
 		if (any_broken)
 			FUZZ_CHECK(transport_.status() & VB_STATUS_NEEDS_RESET,
-				   "a broken queue without NEEDS_RESET (status %#x)", transport_.status());
-		const int deflate_index = vb_queue_index(transport_.negotiated_features(), VB_QUEUE_DEFLATE);
-		if (DeviceQueue* deflateq = deflate_index >= 0 ? transport_.queue(static_cast<unsigned>(deflate_index)) : nullptr)
+				   "a broken queue without NEEDS_RESET (status %#x)",
+				   transport_.status());
+		const int deflate_index =
+			vb_queue_index(transport_.negotiated_features(), VB_QUEUE_DEFLATE);
+		if (DeviceQueue* deflateq =
+			    deflate_index >= 0
+				    ? transport_.queue(static_cast<unsigned>(deflate_index))
+				    : nullptr)
 			FUZZ_CHECK(device_.held_deflate_acks() <= deflateq->in_flight(),
-				   "%zu deflate acks held, %u chains in flight", device_.held_deflate_acks(),
-				   deflateq->in_flight());
+				   "%zu deflate acks held, %u chains in flight",
+				   device_.held_deflate_acks(), deflateq->in_flight());
 	}
 
 	FuzzInput& in_;
@@ -1151,7 +1203,8 @@ void run_device(FuzzInput& in)
 		extra & (VB_FEATURE(VB_F_X_CHUNKED) | VB_FEATURE(VB_F_X_INIT_ON_INFLATE));
 	if (profile & 0x10)
 		options.profile.max_pfn_bytes_per_request = (in.u16() % 512 + 1) * 4;
-	options.discard_mode = in.boolean() ? vbsim::DiscardMode::kPerPage : vbsim::DiscardMode::kMergeRuns;
+	options.discard_mode =
+		in.boolean() ? vbsim::DiscardMode::kPerPage : vbsim::DiscardMode::kMergeRuns;
 	options.require_must_tell_host = in.boolean();
 	options.initial_target_pages = in.u32();
 	options.host_page_bytes = kHostPageChoices[in.u8() % 4];

@@ -15,15 +15,15 @@
 #include <cstdlib>
 #include <cstring>
 
-#define FUZZ_CHECK(cond, ...)                                                                    \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			std::fprintf(stderr, "\nFUZZ_CHECK failed at %s:%d: %s\n  ", __FILE__,  \
-				     __LINE__, #cond);                                           \
-			std::fprintf(stderr, __VA_ARGS__);                                       \
-			std::fprintf(stderr, "\n");                                              \
-			std::abort();                                                            \
-		}                                                                                \
+#define FUZZ_CHECK(cond, ...)                                                                      \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			std::fprintf(stderr, "\nFUZZ_CHECK failed at %s:%d: %s\n  ", __FILE__,     \
+				     __LINE__, #cond);                                             \
+			std::fprintf(stderr, __VA_ARGS__);                                         \
+			std::fprintf(stderr, "\n");                                                \
+			std::abort();                                                              \
+		}                                                                                  \
 	} while (0)
 
 namespace vbfuzz
@@ -36,29 +36,11 @@ inline bool tracing()
 	return on;
 }
 
-#define FUZZ_TRACE(...)                                                                          \
-	do {                                                                                     \
-		if (vbfuzz::tracing())                                                           \
-			std::fprintf(stderr, __VA_ARGS__);                                       \
+#define FUZZ_TRACE(...)                                                                            \
+	do {                                                                                       \
+		if (vbfuzz::tracing())                                                             \
+			std::fprintf(stderr, __VA_ARGS__);                                         \
 	} while (0)
-
-// VB_FUZZ_AVOID=id,id...: steer the input decoding away from known, reported bugs (ids are
-// listed in tests/fuzz/README.md) so a long run can look for new ones. Off by default: a
-// plain run finds every bug it can.
-inline bool avoid(const char* id)
-{
-	const char* list = std::getenv("VB_FUZZ_AVOID");
-	if (!list)
-		return false;
-	const size_t len = std::strlen(id);
-	for (const char* p = list; (p = std::strstr(p, id)) != nullptr; p += len) {
-		const bool starts = p == list || p[-1] == ',';
-		const bool ends = p[len] == '\0' || p[len] == ',';
-		if (starts && ends)
-			return true;
-	}
-	return false;
-}
 
 class FuzzInput
 {

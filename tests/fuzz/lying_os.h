@@ -40,25 +40,25 @@ namespace vbfuzz
 {
 
 enum class Holder : uint8_t {
-	kGuest,   // free in the allocator
-	kCore,    // allocated by the core, not on the balloon list yet
+	kGuest,	  // free in the allocator
+	kCore,	  // allocated by the core, not on the balloon list yet
 	kBalloon, // on the balloon list
 	kLeaving, // taken off the list (deflate) or replaced (migration): the core frees it
 	kHarness, // the harness's own (memory pressure, migration targets, migrated-out pages)
 };
 
 enum class HostView : uint8_t {
-	kNone,          // the host does not hold the page
-	kInflateSent,   // in an inflate message not acknowledged yet
-	kHostOwned,     // inflate acknowledged
-	kDeflateSent,   // in a deflate message not acknowledged yet
+	kNone,	      // the host does not hold the page
+	kInflateSent, // in an inflate message not acknowledged yet
+	kHostOwned,   // inflate acknowledged
+	kDeflateSent, // in a deflate message not acknowledged yet
 };
 
 struct PageModel {
 	Holder holder = Holder::kGuest;
 	HostView host = HostView::kNone;
 	bool initialised = false; // marked device-initialised while on the list
-	bool vouched = false;     // the device's last ack set its bit: the core must mark it
+	bool vouched = false;	  // the device's last ack set its bit: the core must mark it
 };
 
 struct QueueBuffer {
@@ -66,11 +66,11 @@ struct QueueBuffer {
 	vb::QueueKind queue = vb::QueueKind::kInflate;
 	bool kicked = false;
 	unsigned descriptors = 0;
-	std::vector<uint64_t> pages;  // guest pages the message names
+	std::vector<uint64_t> pages; // guest pages the message names
 	// For the init-on-inflate bitmap: each unit (PFN or chunk) and the pages it covers.
 	std::vector<std::pair<uint64_t, uint64_t>> units; // first page, page count (pages
 							  // shared across a unit's PFNs)
-	std::vector<uint32_t> unit_first_pfn_index;       // PFN mode: index of the unit's page
+	std::vector<uint32_t> unit_first_pfn_index; // PFN mode: index of the unit's page
 	bool has_bitmap = false;
 	vb::Segment bitmap{};
 };
@@ -90,8 +90,7 @@ class LyingOs
 public:
 	LyingOs(FuzzInput& tape, const LyingOsConfig& config)
 	    : allocator(config.first_pfn, config.pages), tape_(tape), config_(config),
-	      pages_(config.pages),
-	      pfns_per_page_(1u << (config.traits.page_shift - VB_PFN_SHIFT))
+	      pages_(config.pages), pfns_per_page_(1u << (config.traits.page_shift - VB_PFN_SHIFT))
 	{
 	}
 
@@ -106,9 +105,17 @@ public:
 	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
 	{
 		FUZZ_CHECK(order <= config_.traits.max_alloc_order,
-			   "order %u above the OS's largest (%u)", order, config_.traits.max_alloc_order);
+			   "order %u above the OS's largest (%u)", order,
+			   config_.traits.max_alloc_order);
 		FUZZ_CHECK(!lock_held_, "allocation with the balloon lock held");
 		uint64_t call = alloc_calls_++;
+		// Another CPU (or this allocation's own direct compaction) reaches the balloon
+		// while the core allocates, without its lock: the OOM notifier, a migration.
+		if ((reentry_mask_ & (uint64_t{1} << (call % 64))) && reenter && !reentered_) {
+			reentered_ = true;
+			reenter(call);
+			reentered_ = false;
+		}
 		if (alloc_fail_mask_ & (uint64_t{1} << (call % 64)))
 			return false;
 		auto block = allocator.allocate(order);
@@ -116,7 +123,8 @@ public:
 			return false;
 		for (uint64_t i = 0; i < (uint64_t{1} << order); i++) {
 			PageModel& page = model(*block + i, "allocated");
-			FUZZ_CHECK(page.holder == Holder::kGuest, "the allocator handed out a held page");
+			FUZZ_CHECK(page.holder == Holder::kGuest,
+				   "the allocator handed out a held page");
 			page = {};
 			page.holder = Holder::kCore;
 		}
@@ -134,33 +142,44 @@ public:
 				   "the core frees page %#llx it does not hold (holder %d)",
 				   (unsigned long long)pfn, static_cast<int>(page.holder));
 			FUZZ_CHECK(page.host == HostView::kNone,
-				   "page %#llx freed while the host still holds it (host view %d): its "
-				   "deflate was not acknowledged", (unsigned long long)pfn,
-				   static_cast<int>(page.host));
+				   "page %#llx freed while the host still holds it (host view %d): "
+				   "its deflate was not acknowledged",
+				   (unsigned long long)pfn, static_cast<int>(page.host));
 			if (run.flags & vb::kPageRunDeviceInitialised)
-				FUZZ_CHECK(page.initialised,
-					   "page %#llx freed as device-initialised, but never marked",
-					   (unsigned long long)pfn);
+				FUZZ_CHECK(
+					page.initialised,
+					"page %#llx freed as device-initialised, but never marked",
+					(unsigned long long)pfn);
 			page = {};
 		}
 		FUZZ_CHECK(allocator.free_run(run.first_pfn, run.count),
-			   "allocator refused to free %#llx+%llu", (unsigned long long)run.first_pfn,
-			   (unsigned long long)run.count);
+			   "allocator refused to free %#llx+%llu",
+			   (unsigned long long)run.first_pfn, (unsigned long long)run.count);
 	}
 
 	void balloon_list_insert(vb::PageRun run)
 	{
 		FUZZ_CHECK(lock_held_, "balloon list insert without the lock");
 		check_run(run, "inserted");
-		FUZZ_CHECK(run.flags == 0, "pages enter the balloon with flags %#x", run.flags);
+		const bool flagged = run.flags & vb::kPageRunDeviceInitialised;
+		FUZZ_CHECK((run.flags & ~vb::kPageRunDeviceInitialised) == 0,
+			   "pages enter the balloon with flags %#x", run.flags);
 		for (uint64_t i = 0; i < run.count; i++) {
 			PageModel& page = model(run.first_pfn + i, "inserted");
-			FUZZ_CHECK(page.holder == Holder::kCore,
-				   "page %#llx inserted into the balloon, holder %d",
-				   (unsigned long long)(run.first_pfn + i), static_cast<int>(page.holder));
+			// New pages the host acknowledged (or lost with the device), or pages a
+			// deflate took that the host did not acknowledge giving back: those keep
+			// their device-initialised flag.
+			FUZZ_CHECK((page.holder == Holder::kCore && !flagged) ||
+					   (page.holder == Holder::kLeaving &&
+					    page.initialised == flagged),
+				   "page %#llx inserted into the balloon with flags %#x, holder %d, "
+				   "initialised %d",
+				   (unsigned long long)(run.first_pfn + i), run.flags,
+				   static_cast<int>(page.holder), page.initialised);
 			page.holder = Holder::kBalloon;
 		}
-		FUZZ_CHECK(allocator.move_to_balloon(run.first_pfn, run.count), "move_to_balloon refused");
+		FUZZ_CHECK(allocator.move_to_balloon(run.first_pfn, run.count),
+			   "move_to_balloon refused");
 		list.insert(run);
 	}
 
@@ -181,7 +200,8 @@ public:
 					   (unsigned long long)(run.first_pfn + i));
 				FUZZ_CHECK(page.initialised == flagged,
 					   "page %#llx: list flag %d, model says %d",
-					   (unsigned long long)(run.first_pfn + i), flagged, page.initialised);
+					   (unsigned long long)(run.first_pfn + i), flagged,
+					   page.initialised);
 				page.holder = Holder::kLeaving;
 			}
 			FUZZ_CHECK(allocator.move_from_balloon(run.first_pfn, run.count),
@@ -198,12 +218,14 @@ public:
 		FUZZ_CHECK(lock_held_, "balloon list replace without the lock");
 		PageModel& old_page = model(old_pfn, "replaced (old)");
 		PageModel& new_page = model(new_pfn, "replaced (new)");
-		FUZZ_CHECK(old_page.holder == Holder::kBalloon && new_page.holder == Holder::kHarness,
-			   "replace %#llx (holder %d) by %#llx (holder %d)", (unsigned long long)old_pfn,
-			   static_cast<int>(old_page.holder), (unsigned long long)new_pfn,
-			   static_cast<int>(new_page.holder));
+		FUZZ_CHECK(old_page.holder == Holder::kBalloon &&
+				   new_page.holder == Holder::kHarness,
+			   "replace %#llx (holder %d) by %#llx (holder %d)",
+			   (unsigned long long)old_pfn, static_cast<int>(old_page.holder),
+			   (unsigned long long)new_pfn, static_cast<int>(new_page.holder));
 		FUZZ_CHECK(list.replace(old_pfn, new_pfn), "replace of a page not on the list");
-		FUZZ_CHECK(allocator.move_from_balloon(old_pfn, 1) && allocator.move_to_balloon(new_pfn, 1),
+		FUZZ_CHECK(allocator.move_from_balloon(old_pfn, 1) &&
+				   allocator.move_to_balloon(new_pfn, 1),
 			   "allocator refused the replacement");
 		old_page.holder = Holder::kLeaving;
 		old_page.initialised = false;
@@ -214,14 +236,15 @@ public:
 	void balloon_list_mark_initialised(vb::PageRun run)
 	{
 		FUZZ_CHECK(lock_held_, "mark_initialised without the lock");
-		FUZZ_CHECK(has_feature(VB_F_X_INIT_ON_INFLATE), "marked without VB_F_X_INIT_ON_INFLATE");
+		FUZZ_CHECK(has_feature(VB_F_X_INIT_ON_INFLATE),
+			   "marked without VB_F_X_INIT_ON_INFLATE");
 		check_run(run, "marked");
 		for (uint64_t i = 0; i < run.count; i++) {
 			PageModel& page = model(run.first_pfn + i, "marked");
 			FUZZ_CHECK(page.holder == Holder::kBalloon && page.vouched,
 				   "page %#llx marked device-initialised: holder %d, vouched %d",
-				   (unsigned long long)(run.first_pfn + i), static_cast<int>(page.holder),
-				   page.vouched);
+				   (unsigned long long)(run.first_pfn + i),
+				   static_cast<int>(page.holder), page.vouched);
 			page.vouched = false;
 			page.initialised = true;
 		}
@@ -235,11 +258,14 @@ public:
 		check_run(run, "adjusted");
 		for (uint64_t i = 0; i < run.count; i++) {
 			const PageModel& page = model(run.first_pfn + i, "adjusted");
-			FUZZ_CHECK(add ? page.holder == Holder::kLeaving : page.holder == Holder::kBalloon,
+			FUZZ_CHECK(add ? page.holder == Holder::kLeaving
+				       : page.holder == Holder::kBalloon,
 				   "managed %s for page %#llx held by %d", add ? "+" : "-",
-				   (unsigned long long)(run.first_pfn + i), static_cast<int>(page.holder));
+				   (unsigned long long)(run.first_pfn + i),
+				   static_cast<int>(page.holder));
 		}
-		managed_delta += add ? static_cast<int64_t>(run.count) : -static_cast<int64_t>(run.count);
+		managed_delta +=
+			add ? static_cast<int64_t>(run.count) : -static_cast<int64_t>(run.count);
 	}
 
 	void initialise_pages(vb::PageRun run)
@@ -254,6 +280,19 @@ public:
 				   (unsigned long long)(run.first_pfn + i));
 	}
 
+	// This harness never lets the driver take FREE_PAGE_HINT (its traits leave
+	// runs_free_page_hinting off), so the core must never reach the hint list.
+	void hint_list_insert(vb::PageRun run)
+	{
+		FUZZ_CHECK(has_feature(VB_F_FREE_PAGE_HINT), "hint list insert of %#llx without FREE_PAGE_HINT",
+			   (unsigned long long)run.first_pfn);
+	}
+	size_t hint_list_take(vb::PageRun*, size_t, uint64_t)
+	{
+		FUZZ_CHECK(has_feature(VB_F_FREE_PAGE_HINT), "hint list take without FREE_PAGE_HINT");
+		return 0;
+	}
+
 	uint64_t phys_addr(const void* buffer)
 	{
 		uintptr_t address = reinterpret_cast<uintptr_t>(buffer);
@@ -262,8 +301,8 @@ public:
 		return address;
 	}
 
-	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
-		       unsigned n_in, void* token)
+	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,
+		       const vb::Segment* in, unsigned n_in, void* token)
 	{
 		FUZZ_CHECK(token != nullptr, "a buffer without a token");
 		FUZZ_CHECK(n_out + n_in > 0, "an empty chain");
@@ -285,8 +324,12 @@ public:
 		unsigned used = 0;
 		for (const QueueBuffer& held : q)
 			used += held.descriptors;
-		const bool refused = gone_ || used + buffer.descriptors > config_.queue_sizes[index(queue)] ||
-				     (!q.empty() && refusals_ && !honest_ && (tape_.u8() & 3) == 0);
+		FUZZ_CHECK(n_out + n_in <= config_.queue_sizes[index(queue)],
+			   "a chain of %u descriptors on queue %d of %u", n_out + n_in, index(queue),
+			   config_.queue_sizes[index(queue)]);
+		const bool refused =
+			gone_ || used + buffer.descriptors > config_.queue_sizes[index(queue)] ||
+			(!q.empty() && refusals_ && !honest_ && (tape_.u8() & 3) == 0);
 		FUZZ_TRACE("  add q%d token %p: %zu pages, %u descriptors (%u of %u in use)%s\n",
 			   index(queue), token, buffer.pages.size(), buffer.descriptors, used,
 			   config_.queue_sizes[index(queue)], refused ? " REFUSED" : "");
@@ -299,18 +342,26 @@ public:
 			for (uint64_t pfn : buffer.pages) {
 				PageModel& page = model(pfn, "sent");
 				if (queue == vb::QueueKind::kInflate) {
-					FUZZ_CHECK(page.holder == Holder::kBalloon &&
-							   (page.host == HostView::kNone),
+					// A page the core allocated, or compaction's
+					// target for a migration.
+					FUZZ_CHECK((page.holder == Holder::kCore ||
+						    page.holder == Holder::kHarness) &&
+							   page.host == HostView::kNone,
 						   "inflate of page %#llx: holder %d, host view %d",
-						   (unsigned long long)pfn, static_cast<int>(page.holder),
+						   (unsigned long long)pfn,
+						   static_cast<int>(page.holder),
 						   static_cast<int>(page.host));
 					page.host = HostView::kInflateSent;
 				} else {
-					FUZZ_CHECK(page.holder == Holder::kLeaving &&
+					// Taken off the list, or a migration's old page
+					// (still on it until the move is acknowledged).
+					FUZZ_CHECK((page.holder == Holder::kLeaving ||
+						    page.holder == Holder::kBalloon) &&
 							   (page.host == HostView::kHostOwned ||
 							    page.host == HostView::kNone),
 						   "deflate of page %#llx: holder %d, host view %d",
-						   (unsigned long long)pfn, static_cast<int>(page.holder),
+						   (unsigned long long)pfn,
+						   static_cast<int>(page.holder),
 						   static_cast<int>(page.host));
 					page.host = HostView::kDeflateSent;
 				}
@@ -352,11 +403,14 @@ public:
 		if (gone_)
 			return nullptr;
 		auto& q = queues_[index(queue)];
-		FUZZ_CHECK(!q.empty(), "the core waits on queue %d with nothing in flight: a real "
-			   "driver would sleep forever", index(queue));
+		FUZZ_CHECK(!q.empty(),
+			   "the core waits on queue %d with nothing in flight: a real "
+			   "driver would sleep forever",
+			   index(queue));
 		for (const QueueBuffer& buffer : q)
-			FUZZ_CHECK(buffer.kicked, "the core waits on queue %d for a buffer it never "
-				   "kicked", index(queue));
+			FUZZ_CHECK(buffer.kicked,
+				   "the core waits on queue %d for a buffer it never kicked",
+				   index(queue));
 		const bool lies = !honest_ && !tape_.empty() && lies_this_op_ < kLiesPerOp;
 		uint8_t how = lies ? tape_.u8() : 0;
 		if (lies && how >= 0xf8) {
@@ -369,15 +423,16 @@ public:
 			lies_this_op_++;
 			*len = tape_.u32();
 			void* token = foreign_token(queue);
-			FUZZ_TRACE("  wait q%d: foreign token %p, len %u\n", index(queue), token, *len);
+			FUZZ_TRACE("  wait q%d: foreign token %p, len %u\n", index(queue), token,
+				   *len);
 			return token;
 		}
 		size_t pick = lies ? tape_.u8() % q.size() : 0;
 		QueueBuffer buffer = std::move(q[pick]);
 		q.erase(q.begin() + static_cast<ptrdiff_t>(pick));
 		acknowledge(buffer, lies, len);
-		FUZZ_TRACE("  wait q%d: ack token %p (%zu of %zu), len %u\n", index(queue), buffer.token,
-			   pick, q.size() + 1, *len);
+		FUZZ_TRACE("  wait q%d: ack token %p (%zu of %zu), len %u\n", index(queue),
+			   buffer.token, pick, q.size() + 1, *len);
 		return buffer.token;
 	}
 
@@ -404,7 +459,9 @@ public:
 	void config_write32(uint32_t offset, uint32_t value)
 	{
 		if (offset == VB_CONFIG_ACTUAL_OFFSET) {
-			FUZZ_CHECK(!lock_held_, "actual written under the balloon lock");
+			// Under the lock, from the count it protects: no path can write an older
+			// count after a newer one.
+			FUZZ_CHECK(lock_held_, "actual written without the balloon lock");
 			FUZZ_CHECK(!core_pfns || value == static_cast<uint32_t>(core_pfns()),
 				   "actual %u, the core holds %llu", value,
 				   (unsigned long long)core_pfns());
@@ -454,8 +511,8 @@ public:
 	PageModel& model(uint64_t pfn, const char* what)
 	{
 		FUZZ_CHECK(pfn >= config_.first_pfn && pfn - config_.first_pfn < config_.pages,
-			   "page %#llx %s is not guest memory [%#llx, %#llx)", (unsigned long long)pfn,
-			   what, (unsigned long long)config_.first_pfn,
+			   "page %#llx %s is not guest memory [%#llx, %#llx)",
+			   (unsigned long long)pfn, what, (unsigned long long)config_.first_pfn,
 			   (unsigned long long)(config_.first_pfn + config_.pages));
 		return pages_[pfn - config_.first_pfn];
 	}
@@ -472,25 +529,32 @@ public:
 	__attribute__((no_sanitize("coverage"))) void check_quiescent()
 	{
 		FUZZ_CHECK(!lock_held_, "the balloon lock held between operations");
-		FUZZ_CHECK(queues_[index(vb::QueueKind::kInflate)].empty() &&
-				   queues_[index(vb::QueueKind::kDeflate)].empty(),
-			   "an operation returned with %zu inflate / %zu deflate messages in flight",
-			   queues_[index(vb::QueueKind::kInflate)].size(),
-			   queues_[index(vb::QueueKind::kDeflate)].size());
+		FUZZ_CHECK(
+			queues_[index(vb::QueueKind::kInflate)].empty() &&
+				queues_[index(vb::QueueKind::kDeflate)].empty(),
+			"an operation returned with %zu inflate / %zu deflate messages in flight",
+			queues_[index(vb::QueueKind::kInflate)].size(),
+			queues_[index(vb::QueueKind::kDeflate)].size());
 		uint64_t guest_pages = 0, balloon_pages = 0;
 		for (uint64_t i = 0; i < config_.pages; i++) {
 			const PageModel& page = pages_[i];
-			FUZZ_CHECK(!page.vouched, "page %#llx vouched for by the device, never marked",
+			FUZZ_CHECK(!page.vouched,
+				   "page %#llx vouched for by the device, never marked",
 				   (unsigned long long)(config_.first_pfn + i));
 			FUZZ_CHECK(page.holder != Holder::kCore && page.holder != Holder::kLeaving,
 				   "page %#llx left behind by the core (holder %d)",
-				   (unsigned long long)(config_.first_pfn + i), static_cast<int>(page.holder));
-			FUZZ_CHECK(page.host == HostView::kNone || page.host == HostView::kHostOwned,
-				   "page %#llx still in a message", (unsigned long long)(config_.first_pfn + i));
+				   (unsigned long long)(config_.first_pfn + i),
+				   static_cast<int>(page.holder));
+			FUZZ_CHECK(page.host == HostView::kNone ||
+					   page.host == HostView::kHostOwned,
+				   "page %#llx still in a message",
+				   (unsigned long long)(config_.first_pfn + i));
 			// While the device is there, a ballooned page is one the host was told of.
-			FUZZ_CHECK(gone_ || page.holder != Holder::kBalloon || page.host == HostView::kHostOwned,
-				   "page %#llx is in the balloon (and in `actual`), but the host was never "
-				   "told", (unsigned long long)(config_.first_pfn + i));
+			FUZZ_CHECK(gone_ || page.holder != Holder::kBalloon ||
+					   page.host == HostView::kHostOwned,
+				   "page %#llx is in the balloon (and in `actual`), but the host "
+				   "was never told",
+				   (unsigned long long)(config_.first_pfn + i));
 			guest_pages += page.holder == Holder::kGuest;
 			balloon_pages += page.holder == Holder::kBalloon;
 		}
@@ -517,10 +581,12 @@ public:
 	void harness_free(uint64_t pfn)
 	{
 		PageModel& page = model(pfn, "freed by the harness");
-		FUZZ_CHECK(page.holder == Holder::kHarness, "harness frees a page it does not hold");
+		FUZZ_CHECK(page.holder == Holder::kHarness,
+			   "harness frees a page it does not hold");
 		FUZZ_CHECK(page.host == HostView::kNone,
 			   "page %#llx migrated out of the balloon, but the host still holds it "
-			   "(host view %d)", (unsigned long long)pfn, static_cast<int>(page.host));
+			   "(host view %d)",
+			   (unsigned long long)pfn, static_cast<int>(page.host));
 		page = {};
 		FUZZ_CHECK(allocator.free_run(pfn, 1), "allocator refused the harness's free");
 	}
@@ -534,6 +600,7 @@ public:
 	}
 
 	void set_alloc_fail_mask(uint64_t mask) { alloc_fail_mask_ = mask; }
+	void set_reentry_mask(uint64_t mask) { reentry_mask_ = mask; }
 	void set_refusals(bool on) { refusals_ = on; }
 	void set_volatile_config(bool on) { volatile_config_ = on; }
 	// From here on the device tells the truth and acknowledges in order.
@@ -550,6 +617,25 @@ public:
 	vb::MemoryStats last_stats{};
 	// What the core holds, for checking the `actual` it writes (set by the harness).
 	std::function<uint64_t()> core_pfns;
+	// Called from inside alloc_pages_no_pressure() where reentry_mask says so.
+	std::function<void(uint64_t call)> reenter;
+
+	// A reset of the device (or its surprise removal): the host holds nothing any more.
+	void go_away()
+	{
+		gone_ = true;
+		for (auto& q : queues_)
+			q.clear();
+		for (PageModel& page : pages_)
+			page.host = HostView::kNone;
+	}
+
+	// The OS resets the device (before release_after_reset()): its config is zero again.
+	void reset_device()
+	{
+		go_away();
+		actual = 0;
+	}
 
 private:
 	static constexpr unsigned kLiesPerOp = 64;
@@ -591,7 +677,8 @@ private:
 				   "stats tags out of order: %u after %d", tag, last_tag);
 			last_tag = tag;
 			tags |= 1u << tag;
-			uint64_t expected = (last_stats.present_mask & (1u << tag)) ? last_stats.value[tag] : 0;
+			uint64_t expected =
+				(last_stats.present_mask & (1u << tag)) ? last_stats.value[tag] : 0;
 			FUZZ_CHECK(value == expected, "stats tag %u: %llu, the OS said %llu", tag,
 				   (unsigned long long)value, (unsigned long long)expected);
 		}
@@ -599,7 +686,8 @@ private:
 			stats_tags_ = tags;
 			stats_tags_known_ = true;
 		}
-		FUZZ_CHECK(tags == stats_tags_, "stats tag set changed from %#x to %#x", stats_tags_, tags);
+		FUZZ_CHECK(tags == stats_tags_, "stats tag set changed from %#x to %#x",
+			   stats_tags_, tags);
 	}
 
 	// Decodes an inflate/deflate message into the pages it names, checking its shape.
@@ -609,13 +697,13 @@ private:
 		const unsigned shift = config_.traits.page_shift;
 		const bool wants_bitmap =
 			queue == vb::QueueKind::kInflate && has_feature(VB_F_X_INIT_ON_INFLATE);
-		FUZZ_CHECK(n_in == (wants_bitmap ? 1u : 0u), "queue %d: %u device-writable segments",
-			   index(queue), n_in);
+		FUZZ_CHECK(n_in == (wants_bitmap ? 1u : 0u),
+			   "queue %d: %u device-writable segments", index(queue), n_in);
 		uint32_t units;
 		if (has_feature(VB_F_X_CHUNKED)) {
 			units = n_out;
 			FUZZ_CHECK(n_out >= 1 && n_out <= 32 &&
-					   n_out + n_in <= std::max<uint32_t>(config_.queue_sizes[index(queue)], 2),
+					   n_out + n_in <= config_.queue_sizes[index(queue)],
 				   "chunked message of %u chunks on a ring of %u", n_out,
 				   config_.queue_sizes[index(queue)]);
 			for (unsigned i = 0; i < n_out; i++) {
@@ -636,18 +724,22 @@ private:
 		} else {
 			FUZZ_CHECK(n_out == 1, "PFN message of %u segments", n_out);
 			FUZZ_CHECK(inside_core(out[0].phys_addr, out[0].len),
-				   "PFN array %#llx+%u outside the core", (unsigned long long)out[0].phys_addr,
-				   out[0].len);
+				   "PFN array %#llx+%u outside the core",
+				   (unsigned long long)out[0].phys_addr, out[0].len);
 			FUZZ_CHECK(out[0].len > 0 && out[0].len % 4 == 0 &&
-					   out[0].len <= VB_PFNS_PER_DESCRIPTOR_MAX * VB_PFN_ENTRY_BYTES,
-				   "PFN array of %u bytes (at most 256 PFNs, whole entries)", out[0].len);
+					   out[0].len <=
+						   VB_PFNS_PER_DESCRIPTOR_MAX * VB_PFN_ENTRY_BYTES,
+				   "PFN array of %u bytes (at most 256 PFNs, whole entries)",
+				   out[0].len);
 			units = out[0].len / 4;
-			FUZZ_CHECK(units % pfns_per_page_ == 0, "%u PFNs split a %u-PFN guest page", units,
-				   pfns_per_page_);
+			FUZZ_CHECK(units % pfns_per_page_ == 0, "%u PFNs split a %u-PFN guest page",
+				   units, pfns_per_page_);
 			const auto* wire = reinterpret_cast<const uint32_t*>(out[0].phys_addr);
+			buffer.pages.reserve(units / pfns_per_page_);
+			buffer.units.reserve(units);
 			for (uint32_t i = 0; i < units; i += pfns_per_page_) {
-				FUZZ_CHECK(wire[i] % pfns_per_page_ == 0, "wire PFN %#x is not a page start",
-					   wire[i]);
+				FUZZ_CHECK(wire[i] % pfns_per_page_ == 0,
+					   "wire PFN %#x is not a page start", wire[i]);
 				for (uint32_t j = 1; j < pfns_per_page_; j++)
 					FUZZ_CHECK(wire[i + j] == wire[i] + j,
 						   "wire PFNs of one guest page not consecutive");
@@ -667,9 +759,10 @@ private:
 			stamp = message_stamp_;
 		}
 		if (wants_bitmap) {
-			FUZZ_CHECK(inside_core(in[0].phys_addr, in[0].len) && in[0].len == (units + 7) / 8,
-				   "bitmap %#llx+%u for %u units", (unsigned long long)in[0].phys_addr,
-				   in[0].len, units);
+			FUZZ_CHECK(inside_core(in[0].phys_addr, in[0].len) &&
+					   in[0].len == (units + 7) / 8,
+				   "bitmap %#llx+%u for %u units",
+				   (unsigned long long)in[0].phys_addr, in[0].len, units);
 			buffer.has_bitmap = true;
 			buffer.bitmap = in[0];
 		}
@@ -707,11 +800,13 @@ private:
 		for (uint64_t pfn : buffer.pages) {
 			PageModel& page = model(pfn, "acknowledged");
 			if (buffer.queue == vb::QueueKind::kInflate) {
-				FUZZ_CHECK(page.host == HostView::kInflateSent, "inflate ack, host view %d",
+				FUZZ_CHECK(page.host == HostView::kInflateSent,
+					   "inflate ack, host view %d",
 					   static_cast<int>(page.host));
 				page.host = HostView::kHostOwned;
 			} else {
-				FUZZ_CHECK(page.host == HostView::kDeflateSent, "deflate ack, host view %d",
+				FUZZ_CHECK(page.host == HostView::kDeflateSent,
+					   "deflate ack, host view %d",
 					   static_cast<int>(page.host));
 				page.host = HostView::kNone;
 			}
@@ -723,7 +818,8 @@ private:
 		// a guest page only when all its units count.
 		const auto* bits = reinterpret_cast<const uint8_t*>(buffer.bitmap.phys_addr);
 		auto bit = [&](size_t i) {
-			return i / 8 < *len && i / 8 < buffer.bitmap.len && ((bits[i / 8] >> (i % 8)) & 1);
+			return i / 8 < *len && i / 8 < buffer.bitmap.len &&
+			       ((bits[i / 8] >> (i % 8)) & 1);
 		};
 		std::map<uint64_t, bool> vouched;
 		for (size_t i = 0; i < buffer.units.size(); i++) {
@@ -754,15 +850,6 @@ private:
 		return candidates[tape_.u8() % candidates.size()];
 	}
 
-	void go_away()
-	{
-		gone_ = true;
-		for (auto& q : queues_)
-			q.clear();
-		// A reset: the host holds nothing any more.
-		for (PageModel& page : pages_)
-			page.host = HostView::kNone;
-	}
 
 	// Every token the core ever added (for stale-token lies).
 	void remember_token(void* token, bool stats)
@@ -788,6 +875,8 @@ private:
 	uintptr_t core_begin_ = 0, core_end_ = 0;
 	uint64_t alloc_calls_ = 0;
 	uint64_t alloc_fail_mask_ = 0;
+	uint64_t reentry_mask_ = 0;
+	bool reentered_ = false;
 	bool refusals_ = false;
 	bool volatile_config_ = false;
 	bool honest_ = false;

@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Writes the seed corpora (corpus/<target>/) and the hand-written regression inputs
-# (regressions/<target>/<bug id>--<what>) of the fuzz targets. Each input is spelled out in the order the
-# harness reads it (fuzz_input.h: little-endian, front to back), so a seed starts the fuzzer
-# on a meaningful path: a driver that inflates, deflates and reports stats, a core that
-# balloons a few hundred pages on each guest page size, and so on.
+# (regressions/<target>/<bug id>--<what>) of the fuzz targets. Each input is spelled out in
+# the order the harness reads it (fuzz_input.h: little-endian, front to back), so a seed
+# starts the fuzzer on a meaningful path: a driver that inflates, deflates and reports
+# stats, a core that balloons a few hundred pages on each guest page size, and so on.
 #
 #   tests/fuzz/make_corpus.py            rewrite them all
 #   VB_FUZZ_TRACE=1 build-fuzz/tests/fuzz/<target> <file>   shows how one is read

@@ -9,6 +9,7 @@
 //   prepare()                    before DRIVER_OK: prime statsq, write poison_val
 //   start()                      after DRIVER_OK: notify statsq
 //   adjust_towards_target()      on every config change, repeated while it says kMoreWork
+//                                (kStalled: retry later, on a timer or when memory is freed)
 //   handle_stats_request()       when the device returns the stats buffer
 //   deflate_for_oom()            from the OOM notifier (DEFLATE_ON_OOM only)
 //   migrate_page()               when compaction moves a ballooned page
@@ -17,9 +18,19 @@
 //   hint_held_pages()/hint_release()  FREE_PAGE_HINT: the OS's shrinker (count/scan)
 //   hint_device_reset()          FREE_PAGE_HINT: after a reset or before remove, hint work stopped
 //   report_free_pages()          PAGE_REPORTING: the OS's reporting pass, up to 32 runs
-//   release_all()                on remove: every page on the balloon list goes back to the
-//                                guest (pages compaction has isolated come back through
-//                                migrate_page(); the OS retries until balloon_pfns() is 0)
+//   release_all()                on remove, while the device still works: deflates every
+//                                page the host acknowledges giving back
+//   (the OS resets the device)
+//   release_after_reset()        on remove and freeze, after the reset: every page still on
+//                                the balloon list goes back to the guest without a message
+//                                (the host holds nothing after a reset). Pages compaction has
+//                                isolated come back through migrate_page(), which fails after
+//                                a reset, so compaction puts them back on the list; the OS
+//                                calls this again until balloon_pfns() is 0.
+//
+// Failure: a page goes back to the guest only once the host acknowledged its deflate, or
+// after the device was reset. tell_host() reports per page whether it was acknowledged,
+// never sent or lost (host_reply.h), and each path acts on exactly that.
 //
 // The member functions live beside this file, one path per file: balloon_inflate.h,
 // balloon_deflate.h, balloon_stats.h, balloon_oom.h, balloon_migrate.h, balloon_hint.h,
@@ -33,6 +44,8 @@
 
 #include "vballoon/core/chunk_packer.h"
 #include "vballoon/core/features.h"
+#include "vballoon/core/host_reply.h"
+#include "vballoon/core/log_limit.h"
 #include "vballoon/core/os_interface.h"
 #include "vballoon/core/pfn_packer.h"
 #include "vballoon/core/stats_report.h"
@@ -79,7 +92,7 @@ public:
 	// The wire cap per inflate/deflate descriptor that every known device accepts.
 	static constexpr uint32_t kPfnsPerMessage = VB_PFNS_PER_DESCRIPTOR_MAX;
 	// Descriptors in flight at once; the spec does not ask the driver to wait for each.
-	static constexpr uint32_t kMessagesInFlight = 4;
+	static constexpr uint32_t kMessagesInFlight = kMessagesInFlightMax;
 	static constexpr uint32_t kPfnsPerStep = kPfnsPerMessage * kMessagesInFlight;
 	// What one OOM notification may free (Linux's VIRTIO_BALLOON_OOM_NR_PAGES).
 	static constexpr uint32_t kOomDeflatePfns = 256;
@@ -108,10 +121,17 @@ public:
 		  max_chunk_order_(min(kLargestChunkOrder, traits.max_alloc_order)),
 		  inflate_runs_(runs.inflate), deflate_runs_(runs.deflate)
 	{
-		uint32_t ring = os.queue_size(QueueKind::kInflate);
-		// Leave room for every message in flight, and for the bitmap descriptor.
-		uint32_t per_message = ring / kMessagesInFlight > 2 ? ring / kMessagesInFlight - 1 : 1;
-		chunks_per_message_ = min(kChunksPerMessageMax, per_message);
+		const QueueKind page_queues[] = {QueueKind::kInflate, QueueKind::kDeflate};
+		for (QueueKind queue : page_queues) {
+			const uint32_t ring = os.queue_size(queue);
+			const uint32_t bitmap = carries_bitmap(queue) ? 1 : 0;
+			// Room for every message in flight, each with its bitmap where one
+			// travels; at least one chunk, even if then only one message fits.
+			const uint32_t per_message = ring / kMessagesInFlight;
+			ring_size_[index(queue)] = ring;
+			chunks_per_message_[index(queue)] =
+				min(kChunksPerMessageMax, per_message > bitmap ? per_message - bitmap : 1);
+		}
 	}
 
 	Balloon(const Balloon&) = delete;
@@ -127,6 +147,7 @@ public:
 	void handle_stats_request();
 	bool migrate_page(uint64_t old_pfn, uint64_t new_pfn);
 	void release_all();
+	void release_after_reset();
 
 	// ---- Free page hinting (balloon_hint.h), FREE_PAGE_HINT only --------------------
 	// From the OS's config-change callback, in any context (never sleeps, takes no lock):
@@ -179,6 +200,14 @@ private:
 		uint8_t initialised[kPfnsPerMessage / 8];
 		Segment chunks[kChunksPerMessageMax];
 		uint32_t count;
+		RunSpan span; // the pages of tell_host()'s runs this message carries
+	};
+
+	// What one deflate step did: the 4 KiB units given back, and whether the host failed
+	// to acknowledge some (they stay in the balloon).
+	struct DeflateResult {
+		uint64_t freed_pfns;
+		bool stalled;
 	};
 
 	bool negotiated(unsigned bit) const { return has_feature(features_, bit); }
@@ -188,19 +217,40 @@ private:
 	StepResult inflate(uint64_t wanted_pfns);
 	size_t allocate_runs(uint64_t wanted_pages, bool* short_of_pages);
 
-	// Deflate (balloon_deflate.h).
-	uint64_t deflate(uint64_t wanted_pfns);
+	void keep_inflated(PageRun run);
 
-	// Sending (balloon_tell_host.h): every run is sent, split into messages of at most
-	// kPfnsPerMessage PFNs, several in flight, all acknowledged before it returns.
-	// Called with the balloon lock held.
-	bool tell_host(QueueKind queue, const PageRun* runs, size_t run_count);
+	// Deflate (balloon_deflate.h).
+	DeflateResult deflate(uint64_t wanted_pfns);
+	void give_back(PageRun run);
+
+	// Sending (balloon_tell_host.h). Called with the balloon lock held.
+	enum class InitialisedBits : uint8_t { kRecord, kIgnore };
+	template <class OnAcknowledged>
+	HostReply tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
+			    OnAcknowledged&& on_acknowledged,
+			    InitialisedBits bits = InitialisedBits::kRecord);
+	void pack_message(Message& message, QueueKind queue, const PageRun* runs,
+			  RunCursor* packed_end, PfnPacker& pfn_packer, ChunkPacker& chunk_packer);
 	bool add_message(QueueKind queue, Message& message);
-	bool wait_for_ack(QueueKind queue, uint32_t* in_flight);
+	int slot_of(const void* token, uint32_t in_flight) const;
+	static uint64_t lost_pages(const HostReply& reply);
 	void record_device_initialised(const Message& message, uint32_t written_bytes);
 	bool chunked() const { return negotiated(VB_F_X_CHUNKED); }
+	bool carries_bitmap(QueueKind queue) const
+	{
+		return queue == QueueKind::kInflate && negotiated(VB_F_X_INIT_ON_INFLATE);
+	}
+	static size_t index(QueueKind queue) { return queue == QueueKind::kInflate ? 0 : 1; }
+	uint32_t ring_size(QueueKind queue) const { return ring_size_[index(queue)]; }
+	uint32_t chunks_per_message(QueueKind queue) const { return chunks_per_message_[index(queue)]; }
+	// Descriptors one message of `chunks` chunks takes: the payload, and the bitmap where
+	// one travels.
+	uint32_t descriptors_per_message(QueueKind queue, uint32_t chunks) const
+	{
+		return (chunked() ? chunks : 1) + (carries_bitmap(queue) ? 1 : 0);
+	}
 	uint64_t step_pfns() const { return chunked() ? kChunkedStepPfns : kPfnsPerStep; }
-	void update_actual();
+	void update_actual_locked();
 
 	// Free page hinting (balloon_hint.h).
 	uint32_t read_hint_cmd_id();
@@ -216,7 +266,8 @@ private:
 	const GuestTraits traits_;
 	const uint32_t pfns_per_page_;
 	unsigned max_chunk_order_;
-	uint32_t chunks_per_message_;
+	uint32_t ring_size_[2];          // inflateq, deflateq
+	uint32_t chunks_per_message_[2]; // inflateq, deflateq (VB_F_X_CHUNKED)
 
 	Counter balloon_pfns_; // pages in the balloon, 4 KiB units (what `actual` reports)
 	BalloonCounters counters_;
@@ -246,6 +297,10 @@ private:
 	Flag hint_done_seen_; // DONE read and not yet followed by a new round
 	Counter hint_held_pages_;
 	uint8_t report_token_ = 0;
+	// Error logs a broken device could otherwise flood (balloon lock held).
+	LogLimit refused_log_;
+	LogLimit foreign_log_;
+	LogLimit migration_log_;
 };
 
 template <BalloonOs Os> void Balloon<Os>::log(LogLevel level, const char* fmt, ...)
@@ -302,13 +357,17 @@ template <BalloonOs Os> StepResult Balloon<Os>::adjust_towards_target()
 	if (target > current)
 		return inflate(min<uint64_t>(target - current, step_pfns()));
 	if (target < current) {
-		deflate(min<uint64_t>(current - target, step_pfns()));
+		if (deflate(min<uint64_t>(current - target, step_pfns())).stalled)
+			return StepResult::kStalled;
 		return balloon_pfns_.get() == target ? StepResult::kSettled : StepResult::kMoreWork;
 	}
 	return StepResult::kSettled;
 }
 
-template <BalloonOs Os> void Balloon<Os>::update_actual()
+// Written under the balloon lock, from the count the lock protects: two paths (the
+// config-change worker and the OOM notifier) can never write their counts out of order, so
+// the last value written is the current one.
+template <BalloonOs Os> void Balloon<Os>::update_actual_locked()
 {
 	// Legacy drivers must write all four bytes at once; one 32-bit write does.
 	os_.config_write32(VB_CONFIG_ACTUAL_OFFSET, static_cast<uint32_t>(balloon_pfns_.get()));
@@ -317,9 +376,27 @@ template <BalloonOs Os> void Balloon<Os>::update_actual()
 template <BalloonOs Os> void Balloon<Os>::release_all()
 {
 	while (balloon_pfns_.get() != 0) {
-		if (deflate(step_pfns()) == 0)
+		DeflateResult result = deflate(step_pfns());
+		if (result.stalled || result.freed_pfns == 0)
 			break;
 	}
+}
+
+// The OS has reset the device: the host holds none of the guest's pages any more, whatever
+// it was or was not told. Everything on the balloon list goes back to the guest without a
+// message; `actual` is not written (the device is reset and must not be touched before it
+// is initialised again).
+template <BalloonOs Os> void Balloon<Os>::release_after_reset()
+{
+	os_.lock();
+	for (;;) {
+		size_t run_count = os_.balloon_list_take(deflate_runs_, kRunsPerStep, ~uint64_t{0});
+		if (!run_count)
+			break;
+		for (size_t i = 0; i < run_count; i++)
+			give_back(deflate_runs_[i]);
+	}
+	os_.unlock();
 }
 
 } // namespace vb

@@ -8,35 +8,40 @@
 
 namespace vb {
 
-// Returns the 4 KiB units given back. Allocates nothing, so the OOM path may use it.
-template <BalloonOs Os> uint64_t Balloon<Os>::deflate(uint64_t wanted_pfns)
+// Allocates nothing, so the OOM path may use it.
+template <BalloonOs Os> typename Balloon<Os>::DeflateResult Balloon<Os>::deflate(uint64_t wanted_pfns)
 {
-	uint64_t pages = 0;
-
 	os_.lock();
+	const uint64_t before = balloon_pfns_.get();
 	size_t run_count = os_.balloon_list_take(deflate_runs_, kRunsPerStep, wanted_pfns / pfns_per_page_);
-	for (size_t i = 0; i < run_count; i++)
-		pages += deflate_runs_[i].count;
-	if (!pages) {
+	if (!run_count) {
 		os_.unlock();
-		return 0;
+		return {0, false};
 	}
 
 	// Tell the host first, then free the pages. With MUST_TELL_HOST the host owns them
 	// until it acknowledges the deflate, and even without it the spec wants the pages
-	// reported before use. tell_host() returns only once every message is acknowledged.
-	tell_host(QueueKind::kDeflate, deflate_runs_, run_count);
-	for (size_t i = 0; i < run_count; i++) {
-		if (!negotiated(VB_F_DEFLATE_ON_OOM))
-			os_.adjust_managed_pages(deflate_runs_[i], true);
-		os_.free_page_run(deflate_runs_[i]);
-	}
-
-	balloon_pfns_.sub(pages * pfns_per_page_);
-	counters_.pages_deflated.add(pages * pfns_per_page_);
+	// reported before use: each run goes back to the guest only once acknowledged.
+	HostReply reply = tell_host(QueueKind::kDeflate, deflate_runs_, run_count,
+				    [this](PageRun run) { give_back(run); });
+	// Refused or lost: the host still holds these (or may), so they stay in the balloon,
+	// still counted, until a later deflate is acknowledged or the device is reset.
+	reply.for_each_unacknowledged(deflate_runs_,
+				      [this](PageRun run, MessageOutcome) { os_.balloon_list_insert(run); });
+	update_actual_locked();
+	const uint64_t freed = before - balloon_pfns_.get();
 	os_.unlock();
-	update_actual();
-	return pages * pfns_per_page_;
+	return {freed, !reply.all_acknowledged()};
+}
+
+// Pages the host let go of (or that a reset took from it): back to the guest.
+template <BalloonOs Os> void Balloon<Os>::give_back(PageRun run)
+{
+	if (!negotiated(VB_F_DEFLATE_ON_OOM))
+		os_.adjust_managed_pages(run, true);
+	os_.free_page_run(run);
+	balloon_pfns_.sub(run.count * pfns_per_page_);
+	counters_.pages_deflated.add(run.count * pfns_per_page_);
 }
 
 } // namespace vb

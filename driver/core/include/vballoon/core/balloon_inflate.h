@@ -72,37 +72,46 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 	// Allocation happens before the lock, as in Linux: the OOM notifier must not wait
 	// behind an allocator that is looking for memory.
 	size_t run_count = allocate_runs(wanted_pfns / pfns_per_page_, &short_of_pages);
+	bool all_acknowledged = true;
 
 	if (run_count) {
-		uint64_t pages = 0;
-
 		if (traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE)) {
 			for (size_t i = 0; i < run_count; i++)
 				os_.initialise_pages(inflate_runs_[i]);
 		}
 		os_.lock();
-		for (size_t i = 0; i < run_count; i++) {
-			// On the balloon list before the host hears of them, so compaction and the
-			// deflate path see every page the host may already own.
-			os_.balloon_list_insert(inflate_runs_[i]);
-			pages += inflate_runs_[i].count;
-		}
-		tell_host(QueueKind::kInflate, inflate_runs_, run_count);
-		balloon_pfns_.add(pages * pfns_per_page_);
-		counters_.pages_inflated.add(pages * pfns_per_page_);
-		// Without deflate-on-OOM the guest must not count on these pages ever coming back.
-		if (!negotiated(VB_F_DEFLATE_ON_OOM)) {
-			for (size_t i = 0; i < run_count; i++)
-				os_.adjust_managed_pages(inflate_runs_[i], false);
-		}
+		// Pages join the balloon list as the host acknowledges them, under the same
+		// lock hold: deflate and compaction never see a page the host has not taken.
+		HostReply reply = tell_host(QueueKind::kInflate, inflate_runs_, run_count,
+					    [this](PageRun run) { keep_inflated(run); });
+		reply.for_each_unacknowledged(inflate_runs_, [this](PageRun run, MessageOutcome outcome) {
+			if (outcome == MessageOutcome::kLost)
+				keep_inflated(run); // the host may hold it: not the guest's until a reset
+			else
+				os_.free_page_run(run); // never sent: still the guest's
+		});
+		all_acknowledged = reply.all_acknowledged();
+		update_actual_locked();
 		os_.unlock();
-		update_actual();
 	}
-	if (short_of_pages) {
-		counters_.alloc_failures.add(1);
+	if (short_of_pages || !all_acknowledged) {
+		// Out of pages, or the host did not take what it was sent: retry later rather
+		// than spin on a queue that refuses.
+		counters_.alloc_failures.add(short_of_pages ? 1 : 0);
 		return StepResult::kStalled;
 	}
 	return StepResult::kMoreWork;
+}
+
+// Pages the host took (or may have taken): on the balloon list, counted in `actual`.
+template <BalloonOs Os> void Balloon<Os>::keep_inflated(PageRun run)
+{
+	os_.balloon_list_insert(run);
+	balloon_pfns_.add(run.count * pfns_per_page_);
+	counters_.pages_inflated.add(run.count * pfns_per_page_);
+	// Without deflate-on-OOM the guest must not count on these pages ever coming back.
+	if (!negotiated(VB_F_DEFLATE_ON_OOM))
+		os_.adjust_managed_pages(run, false);
 }
 
 } // namespace vb

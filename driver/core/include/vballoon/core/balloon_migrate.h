@@ -8,8 +8,9 @@
 
 namespace vb {
 
-// Returns false, having changed nothing, when the balloon is busy: compaction retries later
-// rather than wait behind an inflate that may itself be waiting for memory.
+// Returns false, having changed nothing, when the balloon is busy (compaction retries
+// later rather than wait behind an inflate that may itself be waiting for memory) or when
+// the host did not acknowledge the move (compaction puts the old page back).
 template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_t new_pfn)
 {
 	// A page a 32-bit PFN cannot name could never be told to the host: stay where we are.
@@ -18,18 +19,44 @@ template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_
 	if (!os_.try_lock())
 		return false;
 
-	// Inflate the new page before deflating the old, so the host never sees the balloon
-	// shrink; the old page is the OS's to free once this returns.
-	os_.balloon_list_replace(old_pfn, new_pfn);
 	PageRun new_page = {new_pfn, 1};
 	PageRun old_page = {old_pfn, 1};
+	// Inflate the new page before deflating the old, so the host never sees the balloon
+	// shrink. The list changes only once both are acknowledged: a failure leaves it as it
+	// was, which is what compaction expects when it puts the old page back. (The device's
+	// initialised bit for the new page is not recorded, as the page is not on the list
+	// yet; the guest then initialises it itself if it ever needs to.)
+	bool inflated = false;
+	tell_host(QueueKind::kInflate, &new_page, 1, [&](PageRun) { inflated = true; },
+		  InitialisedBits::kIgnore);
+	if (!inflated) {
+		// Never sent: the host does not know the new page. Lost: the device is gone,
+		// and after its reset the host holds nothing. Either way the old page stays.
+		os_.unlock();
+		return false;
+	}
+	bool deflated = false;
+	tell_host(QueueKind::kDeflate, &old_page, 1, [&](PageRun) { deflated = true; });
+	if (!deflated) {
+		// The host still holds the old page, which stays in the balloon. It also
+		// holds the new one, which compaction now frees: the deflateq has just failed,
+		// so only a reset of the device can settle that. Say so.
+		if (migration_log_.allow())
+			log(LogLevel::kError,
+			    "vballoon: migration of page %#llx failed; the host holds page %#llx "
+			    "until the device is reset (%llu times)\n",
+			    static_cast<unsigned long long>(old_pfn),
+			    static_cast<unsigned long long>(new_pfn),
+			    static_cast<unsigned long long>(migration_log_.occurrences()));
+		os_.unlock();
+		return false;
+	}
+	os_.balloon_list_replace(old_pfn, new_pfn);
 	// The pages may sit in different zones, so the managed count moves with them.
 	if (!negotiated(VB_F_DEFLATE_ON_OOM)) {
 		os_.adjust_managed_pages(old_page, true);
 		os_.adjust_managed_pages(new_page, false);
 	}
-	tell_host(QueueKind::kInflate, &new_page, 1);
-	tell_host(QueueKind::kDeflate, &old_page, 1);
 	counters_.migrations.add(1);
 	os_.unlock();
 	return true;

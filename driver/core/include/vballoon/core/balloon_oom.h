@@ -15,7 +15,7 @@ template <BalloonOs Os> uint64_t Balloon<Os>::deflate_for_oom()
 	if (!negotiated(VB_F_DEFLATE_ON_OOM))
 		return 0;
 	counters_.oom_calls.add(1);
-	uint64_t freed_pfns = deflate(kOomDeflatePfns);
+	uint64_t freed_pfns = deflate(kOomDeflatePfns).freed_pfns;
 	counters_.oom_pages_freed.add(freed_pfns);
 	return freed_pfns / pfns_per_page_;
 }

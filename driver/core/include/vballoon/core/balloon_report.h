@@ -15,6 +15,12 @@ template <BalloonOs Os> bool Balloon<Os>::report_free_pages(const PageRun* runs,
 {
 	if (!negotiated(VB_F_PAGE_REPORTING) || count == 0 || count > kReportRunsMax)
 		return false;
+	// A chain longer than the ring could never be added (Linux refuses reporting on a
+	// ring smaller than its capacity; the OS should size its batches to the ring).
+	if (count > os_.queue_size(QueueKind::kReporting)) {
+		counters_.report_failures.add(1);
+		return false;
+	}
 
 	// Device-writable buffers, as Linux sends them: the device takes the pages' content.
 	Segment in[kReportRunsMax];

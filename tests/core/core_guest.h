@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// A guest for the core tests: the core over FakeOs, driven as the OS's work item would.
+#ifndef VBALLOON_TESTS_CORE_CORE_GUEST_H
+#define VBALLOON_TESTS_CORE_CORE_GUEST_H
+
+#include <functional>
+#include <set>
+
+#include "fake_os.h"
+
+namespace vbtest {
+
+constexpr uint64_t kFirstPfn = 256;
+constexpr uint64_t kGuestPages = 16384; // 64 MiB
+
+struct Guest {
+	explicit Guest(uint64_t features, vb::GuestTraits traits = {},
+		       const std::function<void(FakeOs&)>& configure_device = [](FakeOs&) {})
+		: os(kFirstPfn, kGuestPages), balloon((configure_device(os), os), features, traits, runs)
+	{
+		EXPECT_TRUE(balloon.prepare());
+		balloon.start();
+	}
+
+	void set_target(uint32_t pfns) { os.config[VB_CONFIG_NUM_PAGES_OFFSET / 4] = pfns; }
+	uint32_t actual() const { return os.config[VB_CONFIG_ACTUAL_OFFSET / 4]; }
+
+	// Drives the core as the OS's work item would, until it settles or stalls.
+	vb::StepResult settle()
+	{
+		for (int steps = 0; steps < 100000; steps++) {
+			vb::StepResult result = balloon.adjust_towards_target();
+			if (result != vb::StepResult::kMoreWork)
+				return result;
+		}
+		ADD_FAILURE() << "the balloon never settled";
+		return vb::StepResult::kMoreWork;
+	}
+
+	FakeOs os;
+	vb::Balloon<FakeOs>::StepRuns runs;
+	vb::Balloon<FakeOs> balloon;
+};
+
+constexpr uint64_t kStandard = VB_FEATURE(VB_F_STATS_VQ);
+constexpr uint64_t kWithMustTellHost = kStandard | VB_FEATURE(VB_F_MUST_TELL_HOST);
+constexpr uint64_t kWithDeflateOnOom = kStandard | VB_FEATURE(VB_F_DEFLATE_ON_OOM);
+
+inline std::set<uint64_t> sent_pfns(const FakeOs& os, vb::QueueKind queue)
+{
+	std::set<uint64_t> pfns;
+	for (const Event& e : os.events_of(Event::kAdd)) {
+		if (e.queue != queue)
+			continue;
+		for (uint32_t pfn : e.wire_pfns)
+			EXPECT_TRUE(pfns.insert(pfn).second) << "PFN " << pfn << " sent twice";
+	}
+	return pfns;
+}
+
+} // namespace vbtest
+
+#endif

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Free page hinting and free page reporting end to end: the driver core in the simulated
+// guest (hint work item, shrinker, reporting passes) against the simulated device, with
+// real guest RAM. Counts are exact; memory really leaves the host (resident size); pages
+// read back as zero or poison.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "../sim/support/free_page_recorder.h"
+#include "system_fixture.h"
+
+namespace vbtest {
+namespace {
+
+using Recorder = vbsim::test::FreePageRecorder;
+using RecordedEvent = Recorder::Event;
+
+constexpr uint64_t kBlockPages = 1024; // order 10, what hinting hands over
+
+MachineOptions hinting_machine(vbsim::BalloonProfile profile = vbsim::qemu_7_2_profile(
+				       VB_FEATURE(VB_F_FREE_PAGE_HINT)))
+{
+	MachineOptions options;
+	options.device.profile = profile;
+	options.guest.free_page_hinting = true;
+	return options;
+}
+
+MachineOptions reporting_machine(vbsim::BalloonProfile profile = vbsim::qemu_7_2_profile(
+					 VB_FEATURE(VB_F_PAGE_REPORTING)))
+{
+	MachineOptions options;
+	options.device.profile = profile;
+	options.guest.page_reporting = true;
+	return options;
+}
+
+struct HintMachine {
+	explicit HintMachine(const MachineOptions& options = hinting_machine()) : machine(options)
+	{
+		machine.device.set_free_page_events(&recorder);
+		machine.boot();
+	}
+	~HintMachine() { machine.device.set_free_page_events(nullptr); }
+
+	const vb::BalloonCounters& core() { return machine.guest.core()->counters(); }
+	// Starts a round and waits until the driver closed it with STOP.
+	uint32_t run_round()
+	{
+		uint64_t stopped = machine.device.counters().hint_rounds_stopped.load();
+		uint32_t id = machine.device.start_hint_round();
+		EXPECT_TRUE(machine.device.transport().wait_until(
+			[&] { return machine.device.counters().hint_rounds_stopped.load() > stopped; },
+			kSettleTimeout))
+			<< "the driver never closed round " << id;
+		return id;
+	}
+	// The host says DONE; waits until the driver holds no hint.
+	void finish()
+	{
+		machine.device.finish_hinting();
+		EXPECT_TRUE(machine.guest.wait_for(
+			[&] { return machine.guest.core()->hint_held_pages() == 0; }, kSettleTimeout));
+	}
+
+	Recorder recorder;
+	Machine machine;
+};
+
+TEST(FreePageHintSystem, EveryFreeBlockIsHintedOnceAndDoneGivesEachBack)
+{
+	HintMachine m;
+	ASSERT_TRUE(m.machine.guest.negotiated_features() & VB_FEATURE(VB_F_FREE_PAGE_HINT));
+	// A workload holds 8 MiB and writes it.
+	vbsim::UserMemory user = m.machine.guest.allocate_user_memory(2048, 0x5a);
+	ASSERT_FALSE(user.oom_killed);
+	const uint64_t free_before = m.machine.guest.allocator().counts().free;
+
+	const uint32_t id = m.run_round();
+	const uint64_t held = m.machine.guest.core()->hint_held_pages();
+	EXPECT_EQ(held, free_before) << "all free memory sits in 4 MiB blocks here";
+	EXPECT_EQ(m.machine.guest.allocator().free_blocks(vbsim::BuddyAllocator::kMaxOrder), 0u);
+	EXPECT_EQ(m.recorder.bytes(RecordedEvent::kHinted, id), held * kPageBytes);
+	EXPECT_EQ(m.machine.device.counters().pages_hinted.load(), held);
+	// Every hinted range is a whole block the guest really holds, none twice, none the
+	// workload's.
+	std::set<uint64_t> user_pfns;
+	for (const vb::PageRun& run : user.runs)
+		for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++)
+			user_pfns.insert(pfn);
+	std::set<uint64_t> hinted;
+	for (const auto& e : m.recorder.events()) {
+		if (e.kind != RecordedEvent::kHinted)
+			continue;
+		EXPECT_EQ(e.bytes, kBlockPages * kPageBytes);
+		EXPECT_TRUE(hinted.insert(e.gpa).second) << "block hinted twice";
+		EXPECT_TRUE(m.machine.guest.os().hint_list_contains(e.gpa / kPageBytes));
+		EXPECT_FALSE(user_pfns.count(e.gpa / kPageBytes));
+	}
+	auto events = m.recorder.events();
+	ASSERT_GE(events.size(), 2u);
+	EXPECT_EQ(events.front().kind, RecordedEvent::kStarted);
+	EXPECT_EQ(events.back().kind, RecordedEvent::kStopped);
+
+	m.finish();
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, free_before);
+	EXPECT_EQ(m.core().hint_pages_returned.get(), held);
+	EXPECT_EQ(m.core().hint_pages_released_early.get(), 0u);
+	EXPECT_EQ(m.machine.guest.check_accounting(), "");
+	m.machine.guest.free_user_memory(user);
+}
+
+TEST(FreePageHintSystem, ANewRoundHintsOnlyWhatWasFreedSinceAndHeldBlocksStayHeld)
+{
+	HintMachine m;
+	vbsim::UserMemory user = m.machine.guest.allocate_user_memory(2048, 0x5a); // 8 MiB
+	const uint32_t first = m.run_round();
+	const uint64_t held_first = m.machine.guest.core()->hint_held_pages();
+	m.machine.guest.free_user_memory(user);
+	const uint32_t second = m.run_round();
+	EXPECT_GT(second, first);
+	EXPECT_EQ(m.recorder.bytes(RecordedEvent::kHinted, second), 2048 * kPageBytes);
+	EXPECT_EQ(m.machine.guest.core()->hint_held_pages(), held_first + 2048);
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, 0u);
+	m.finish();
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
+}
+
+TEST(FreePageHintSystem, ADeviceThatNeverSaysDoneLeavesAllMemoryToTheGuestThroughTheShrinker)
+{
+	HintMachine m;
+	m.run_round();
+	const uint64_t held = m.machine.guest.core()->hint_held_pages();
+	ASSERT_EQ(m.machine.guest.allocator().counts().free, 0u);
+	ASSERT_EQ(held, m.machine.guest_pages());
+
+	// The workload wants every page: memory pressure runs the shrinker, block by block.
+	vbsim::UserMemory user = m.machine.guest.allocate_user_memory(m.machine.guest_pages(), 0x33);
+	EXPECT_FALSE(user.oom_killed);
+	EXPECT_EQ(user.pages, m.machine.guest_pages());
+	EXPECT_EQ(m.machine.guest.oom_notifications(), 0u);
+	EXPECT_EQ(m.machine.guest.core()->hint_held_pages(), 0u);
+	EXPECT_EQ(m.core().hint_pages_released_early.get(), held);
+	// Hinted pages reused before DONE were written by the driver first (the spec's rule).
+	EXPECT_GE(m.machine.guest.os().counters().pages_initialised_by_guest.load(), held);
+	m.machine.guest.free_user_memory(user);
+	EXPECT_EQ(m.machine.guest.check_accounting(), "");
+}
+
+TEST(FreePageHintSystem, TheShrinkerReturnsWholeBlocksAndHintingGoesOnAfterwards)
+{
+	HintMachine m;
+	m.run_round();
+	const uint64_t held = m.machine.guest.core()->hint_held_pages();
+	EXPECT_EQ(m.machine.guest.shrink_free_page_hints(128), kBlockPages) << "rounded up to a block";
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, kBlockPages);
+	EXPECT_EQ(m.machine.guest.core()->hint_held_pages(), held - kBlockPages);
+	// The next round picks the returned block up again.
+	uint32_t id = m.run_round();
+	EXPECT_EQ(m.recorder.bytes(RecordedEvent::kHinted, id), kBlockPages * kPageBytes);
+	m.finish();
+}
+
+TEST(FreePageHintSystem, InflateAndDeflateGoOnWhileBlocksAreHeld)
+{
+	HintMachine m;
+	vbsim::UserMemory user = m.machine.guest.allocate_user_memory(4096, 0x5a);
+	m.run_round();
+	m.machine.guest.free_user_memory(user); // 16 MiB the balloon can take
+	EXPECT_EQ(m.machine.balloon_to(4096), vb::StepResult::kSettled);
+	EXPECT_EQ(m.machine.device.host_owned_pages(), 4096u);
+	EXPECT_EQ(m.machine.balloon_to(0), vb::StepResult::kSettled);
+	EXPECT_EQ(m.machine.device.host_owned_pages(), 0u);
+	m.finish();
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
+}
+
+TEST(FreePageHintSystem, UnbindingMidHintGivesEveryHeldBlockBack)
+{
+	HintMachine m;
+	m.run_round();
+	ASSERT_GT(m.machine.guest.core()->hint_held_pages(), 0u);
+	m.machine.guest.remove();
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
+	EXPECT_EQ(m.machine.guest.os().hint_list_pages(), 0u);
+	EXPECT_EQ(m.machine.guest.allocator().check_consistency(), "");
+}
+
+TEST(FreePageHintSystem, FirecrackerOffersHintingOnRequest)
+{
+	HintMachine m(hinting_machine(vbsim::firecracker_profile(VB_FEATURE(VB_F_FREE_PAGE_HINT))));
+	ASSERT_TRUE(m.machine.guest.negotiated_features() & VB_FEATURE(VB_F_FREE_PAGE_HINT));
+	m.run_round();
+	EXPECT_EQ(m.machine.device.queue_index(VB_QUEUE_FREE_PAGE), 2) << "dense: no statsq here";
+	EXPECT_EQ(m.machine.guest.core()->hint_held_pages(), m.machine.guest_pages());
+	m.finish();
+}
+
+// ---- Free page reporting ---------------------------------------------------------------
+
+struct ReportMachine {
+	explicit ReportMachine(const MachineOptions& options = reporting_machine()) : machine(options)
+	{
+		machine.device.set_free_page_events(&recorder);
+		machine.boot();
+	}
+	~ReportMachine() { machine.device.set_free_page_events(nullptr); }
+
+	// Waits until every free page of the guest is marked reported.
+	bool all_free_reported()
+	{
+		auto& allocator = machine.guest.allocator();
+		return machine.guest.wait_for(
+			[&] {
+				return allocator.isolated_pages() == 0 &&
+				       allocator.reported_pages() == allocator.counts().free;
+			},
+			kSettleTimeout);
+	}
+	// The guest dirties all its memory and frees it again (after the reports in flight,
+	// so none of it is isolated).
+	void dirty_and_free(uint8_t byte)
+	{
+		ASSERT_TRUE(all_free_reported());
+		vbsim::UserMemory user = machine.guest.allocate_user_memory(machine.guest_pages(), byte);
+		ASSERT_FALSE(user.oom_killed);
+		ASSERT_EQ(managed_resident(), machine.guest_pages() * kPageBytes) << "the workload touched it all";
+		machine.guest.free_user_memory(user);
+	}
+	uint64_t managed_resident() const
+	{
+		return machine.memory.resident_bytes(machine.guest.allocator().first_pfn() * kPageBytes,
+						     machine.guest_pages() * kPageBytes);
+	}
+
+	Recorder recorder;
+	Machine machine;
+};
+
+bool bytes_are(const vbsim::GuestMemory& memory, uint64_t pfn, uint64_t pages, uint8_t value)
+{
+	const uint8_t* p = memory.translate(pfn * kPageBytes, pages * kPageBytes);
+	for (uint64_t i = 0; i < pages * kPageBytes; i++)
+		if (p[i] != value)
+			return false;
+	return true;
+}
+
+TEST(FreePageReportSystem, FreedMemoryLeavesTheHostAndComesBackAsZero)
+{
+	ReportMachine m;
+	ASSERT_TRUE(m.machine.guest.negotiated_features() & VB_FEATURE(VB_F_PAGE_REPORTING));
+	m.dirty_and_free(0x5a);
+	ASSERT_TRUE(m.all_free_reported());
+
+	EXPECT_EQ(m.managed_resident(), 0u) << "every free page was reported and discarded";
+	EXPECT_GE(m.machine.device.counters().pages_reported_discarded.load(), m.machine.guest_pages());
+	EXPECT_EQ(m.machine.guest.core()->counters().report_failures.get(), 0u);
+	EXPECT_GT(m.recorder.count(RecordedEvent::kReported), 0u);
+
+	// Reported pages are ordinary free pages: allocated again they read as zero.
+	auto block = m.machine.guest.allocator().allocate(9);
+	ASSERT_TRUE(block);
+	EXPECT_TRUE(bytes_are(m.machine.memory, *block, 512, 0));
+	EXPECT_TRUE(m.machine.guest.allocator().free_run(*block, 512));
+	// And usable: the workload gets every page back and writes it.
+	vbsim::UserMemory user = m.machine.guest.allocate_user_memory(m.machine.guest_pages(), 0x77);
+	EXPECT_FALSE(user.oom_killed);
+	EXPECT_TRUE(bytes_are(m.machine.memory, user.runs[0].first_pfn, user.runs[0].count, 0x77));
+	m.machine.guest.free_user_memory(user);
+}
+
+TEST(FreePageReportSystem, AReportedBlockIsReportedOnceUntilItIsUsedAgain)
+{
+	ReportMachine m;
+	ASSERT_TRUE(m.all_free_reported());
+	const uint64_t reported = m.machine.device.counters().pages_reported_discarded.load();
+	EXPECT_EQ(reported, m.machine.guest_pages());
+	// Free memory that was never used again is not reported again, however long we wait
+	// for passes to run (a pass only runs when a block forms).
+	vbsim::UserMemory user = m.machine.guest.allocate_user_memory(1024, 0x11);
+	ASSERT_FALSE(user.oom_killed);
+	m.machine.guest.free_user_memory(user);
+	ASSERT_TRUE(m.all_free_reported());
+	EXPECT_EQ(m.machine.device.counters().pages_reported_discarded.load(), reported + 1024)
+		<< "exactly the reused block was reported again";
+}
+
+TEST(FreePageReportSystem, WithANonZeroPoisonReportedPagesKeepThePoison)
+{
+	MachineOptions options = reporting_machine();
+	options.guest.free_policy = {true, 0xaa};
+	ReportMachine m(options);
+	ASSERT_TRUE(m.machine.guest.negotiated_features() & VB_FEATURE(VB_F_PAGE_POISON));
+	ASSERT_EQ(m.machine.device.poison_value(), 0xaaaaaaaau);
+	m.dirty_and_free(0x5a); // freed memory is poisoned by the guest
+	ASSERT_TRUE(m.all_free_reported());
+	EXPECT_EQ(m.machine.device.counters().pages_reported_discarded.load(), 0u);
+	EXPECT_GE(m.machine.device.counters().pages_reported_kept.load(), m.machine.guest_pages());
+	auto block = m.machine.guest.allocator().allocate(9);
+	ASSERT_TRUE(block);
+	EXPECT_TRUE(bytes_are(m.machine.memory, *block, 512, 0xaa)) << "reused pages hold the poison";
+	EXPECT_TRUE(m.machine.guest.allocator().free_run(*block, 512));
+}
+
+TEST(FreePageReportSystem, WithAZeroPatternReportedPagesAreDiscardedAndReadAsThePattern)
+{
+	MachineOptions options = reporting_machine();
+	options.guest.free_policy = {true, 0}; // init_on_free
+	ReportMachine m(options);
+	ASSERT_TRUE(m.machine.guest.negotiated_features() & VB_FEATURE(VB_F_PAGE_POISON));
+	m.dirty_and_free(0x5a);
+	ASSERT_TRUE(m.all_free_reported());
+	EXPECT_EQ(m.managed_resident(), 0u);
+	auto block = m.machine.guest.allocator().allocate(9);
+	ASSERT_TRUE(block);
+	EXPECT_TRUE(bytes_are(m.machine.memory, *block, 512, 0));
+	EXPECT_TRUE(m.machine.guest.allocator().free_run(*block, 512));
+}
+
+TEST(FreePageReportSystem, APatternGuestDoesNotReportToAHostThatCannotKeepThePattern)
+{
+	// cloud-hypervisor offers reporting but not PAGE_POISON.
+	MachineOptions options = reporting_machine(vbsim::cloud_hypervisor_profile(VB_FEATURE(VB_F_PAGE_REPORTING)));
+	options.guest.free_policy = {true, 0xaa};
+	Machine machine(options);
+	machine.boot();
+	EXPECT_FALSE(machine.guest.negotiated_features() & VB_FEATURE(VB_F_PAGE_REPORTING));
+	EXPECT_EQ(machine.device.queue_index(VB_QUEUE_REPORTING), -1);
+}
+
+TEST(FreePageReportSystem, CloudHypervisorAndFirecrackerReportToo)
+{
+	for (const auto& profile : {vbsim::cloud_hypervisor_profile(VB_FEATURE(VB_F_PAGE_REPORTING)),
+				    vbsim::firecracker_profile(VB_FEATURE(VB_F_PAGE_REPORTING))}) {
+		ReportMachine m(reporting_machine(profile));
+		ASSERT_TRUE(m.machine.guest.negotiated_features() & VB_FEATURE(VB_F_PAGE_REPORTING)) << profile.name;
+		m.dirty_and_free(0x5a);
+		ASSERT_TRUE(m.all_free_reported()) << profile.name;
+		EXPECT_EQ(m.managed_resident(), 0u) << profile.name;
+	}
+}
+
+TEST(FreePageReportSystem, BallooningAndReportingShareTheGuestWithoutLosingPages)
+{
+	MachineOptions options = reporting_machine();
+	ReportMachine m(options);
+	ASSERT_TRUE(m.all_free_reported());
+	EXPECT_EQ(m.machine.balloon_to(4096), vb::StepResult::kSettled);
+	ASSERT_TRUE(m.all_free_reported());
+	vbsim::UserMemory user = m.machine.guest.allocate_user_memory(m.machine.guest.allocator().counts().free, 0x5a);
+	ASSERT_FALSE(user.oom_killed);
+	m.machine.guest.free_user_memory(user);
+	ASSERT_TRUE(m.all_free_reported());
+	EXPECT_EQ(m.machine.balloon_to(0), vb::StepResult::kSettled);
+	ASSERT_TRUE(m.all_free_reported());
+	EXPECT_EQ(m.machine.device.counters().rejected_by(vbsim::BalloonRejection::kReportedBalloonPage), 0u);
+	EXPECT_EQ(m.machine.guest.check_accounting(), "");
+}
+
+} // namespace
+} // namespace vbtest
