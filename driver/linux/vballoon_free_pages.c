@@ -21,6 +21,7 @@
 #include <linux/scatterlist.h>
 #include <linux/shrinker.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 #include <linux/string.h>
 #include <linux/spinlock.h>
 #include <linux/virtio.h>
@@ -98,6 +99,8 @@ struct vballoon_hint_batch {
 	struct vballoon_segment pending[VB_HINT_CHAIN_BLOCKS_MAX];
 	unsigned int nr_pending;
 	void *pending_token;
+	/* The pending blocks sorted, neighbours merged: what the chain carries. */
+	struct vballoon_segment merged[VB_HINT_CHAIN_BLOCKS_MAX];
 	struct scatterlist sg[VB_HINT_CHAIN_BLOCKS_MAX];
 	struct vballoon_hint_chain chains[VB_HINT_CHAINS_MAX];
 	/* Blocks of used chains not yet handed back to the core (all share one token). */
@@ -124,6 +127,36 @@ static void vballoon_hint_drain_more(struct vballoon_hint_batch *b, void *token,
 	b->drain_left += blocks;
 }
 
+static int vballoon_segment_cmp(const void *a, const void *b)
+{
+	const struct vballoon_segment *x = a, *y = b;
+
+	return x->phys_addr < y->phys_addr ? -1 : x->phys_addr > y->phys_addr;
+}
+
+/*
+ * Sorts a copy of the pending blocks by address and merges neighbours into one segment: QEMU takes
+ * the bitmap mutex once per segment, and most of a guest's free blocks lie side by side.
+ * Returns the number of segments in b->merged.
+ */
+static unsigned int vballoon_hint_merge(struct vballoon_hint_batch *b, unsigned int n)
+{
+	unsigned int i, out = 0;
+
+	memcpy(b->merged, b->pending, n * sizeof(b->pending[0]));
+	sort(b->merged, n, sizeof(b->merged[0]), vballoon_segment_cmp, NULL);
+	for (i = 1; i < n; i++) {
+		struct vballoon_segment *last = &b->merged[out];
+
+		if (last->phys_addr + last->len == b->merged[i].phys_addr &&
+		    (u64)last->len + b->merged[i].len <= U32_MAX)
+			last->len += b->merged[i].len;
+		else
+			b->merged[++out] = b->merged[i];
+	}
+	return n ? out + 1 : 0;
+}
+
 /* True when the buffer was taken into the pending chain. */
 bool vballoon_hint_batch_add(struct vballoon_dev *vb, const struct vballoon_segment *out,
 			     unsigned int n_out, const struct vballoon_segment *in,
@@ -147,17 +180,18 @@ void vballoon_hint_batch_flush(struct vballoon_dev *vb)
 	struct vballoon_hint_batch *b = vb->hint_batch;
 	struct virtqueue *vq = vb->vqs[VB_QUEUE_FREE_PAGE];
 	struct vballoon_hint_chain *chain = NULL;
-	unsigned int i, n;
+	unsigned int i, n, nr_sg;
 	int err;
 
 	if (!b || !b->nr_pending)
 		return;
 	n = b->nr_pending;
 	b->nr_pending = 0;
-	sg_init_table(b->sg, n);
-	for (i = 0; i < n; i++)
-		sg_set_page(&b->sg[i], pfn_to_page(PHYS_PFN(b->pending[i].phys_addr)),
-			    b->pending[i].len, offset_in_page(b->pending[i].phys_addr));
+	nr_sg = vballoon_hint_merge(b, n);
+	sg_init_table(b->sg, nr_sg);
+	for (i = 0; i < nr_sg; i++)
+		sg_set_page(&b->sg[i], pfn_to_page(PHYS_PFN(b->merged[i].phys_addr)),
+			    b->merged[i].len, offset_in_page(b->merged[i].phys_addr));
 	for (i = 0; n > 1 && i < VB_HINT_CHAINS_MAX; i++) {
 		if (!b->chains[i].blocks) {
 			chain = &b->chains[i];
@@ -171,7 +205,7 @@ void vballoon_hint_batch_flush(struct vballoon_dev *vb)
 		 * The core counted one descriptor per block and kept room for them, so even
 		 * without an indirect table (GFP_KERNEL: this is the hint work item) it fits.
 		 */
-		err = virtqueue_add_inbuf(vq, b->sg, n, chain, GFP_KERNEL);
+		err = virtqueue_add_inbuf(vq, b->sg, nr_sg, chain, GFP_KERNEL);
 		if (!err)
 			return;
 		chain->blocks = 0;
