@@ -17,6 +17,7 @@ again; test_migration_compare.py measures that effect).
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 
@@ -158,3 +159,40 @@ def test_hinting_shrinks_migration(hint_vm, driver, record_property):
                      f"{[i + 1 for i in lost]} of {HINT_RUNS}:{report}")
     assert not too_big, (f"runs {[i + 1 for i in too_big]} of {HINT_RUNS}: the hinted "
                          f"migration sent more than 1/5 of the unhinted bytes:{report}")
+
+
+# A migration this slow is still running when the guest has long finished its round.
+SLOW_BANDWIDTH = 8 * MIB
+HOG_MIB = 1500
+
+
+def test_hinted_blocks_come_back_under_memory_pressure(hint_vm, driver):
+    """While a (slow) migration runs, the driver holds every free 4 MiB block as a hint until
+    QEMU says DONE; a process that then needs most of the guest's memory must get it from the
+    driver's shrinker, not die. Then the migration is cancelled and the guest is whole."""
+    vm, q = hint_vm, hint_vm.qmp
+    free0 = vm.meminfo()["MemFree"] // 1024
+    assert free0 > HOG_MIB + 200, f"only {free0} MiB free to start with"
+    q.migrate_set_parameters(max_bandwidth=SLOW_BANDWIDTH)
+    q.migrate(free_pages.MIGRATE_URI)
+    try:
+        # The round takes the free blocks within tens of ms; allow a slow host 30 s.
+        deadline = time.monotonic() + 30
+        while (held_free := vm.meminfo()["MemFree"] // 1024) > free0 - HOG_MIB:
+            assert time.monotonic() < deadline, \
+                f"MemFree {held_free} MiB: the driver did not take the free blocks as hints"
+            time.sleep(0.1)  # poll interval, bounded by the deadline above
+        r = vm.run(f"hog {HOG_MIB}", timeout=300, check=False)
+        status = q.query_migrate()["status"]
+    finally:
+        q.execute("migrate_cancel")
+    assert r.status == 0 and f"touched {HOG_MIB}" in r.output, \
+        f"the process needing {HOG_MIB} MiB did not survive (status {r.status}):\n{r.output}"
+    # The blocks came back through the shrinker: QEMU had not said DONE yet.
+    assert status == "active", f"migration {status} before the process finished"
+    # Cancelling ends the round with DONE: every block comes back.
+    deadline = time.monotonic() + 30
+    while vm.meminfo()["MemFree"] // 1024 < free0 - 64:
+        assert time.monotonic() < deadline, "hinted blocks not given back after DONE"
+        time.sleep(0.1)  # poll interval, bounded by the deadline above
+    assert vm.sh("echo alive").strip() == "alive"
