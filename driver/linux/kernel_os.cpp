@@ -290,6 +290,11 @@ void vballoon_core_release_all(vballoon_core* core)
 	balloon(core).release_all();
 }
 
+void vballoon_core_release_after_reset(vballoon_core* core)
+{
+	balloon(core).release_after_reset();
+}
+
 uint64_t vballoon_core_target_pfns(vballoon_core* core)
 {
 	return balloon(core).target_pfns();

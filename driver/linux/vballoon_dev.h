@@ -76,6 +76,9 @@ struct vballoon_dev {
 	struct page_reporting_dev_info pr_dev_info;
 	bool reporting_registered;
 	struct vballoon_page_run report_runs[VB_OS_REPORT_RUNS_MAX];
+
+	/* Fault injection for tests (debugfs "fail_next_restore"): see vballoon_restore(). */
+	bool fail_next_restore;
 };
 
 /* vballoon_free_pages.c: free page hinting and reporting around the core. */

@@ -12,7 +12,8 @@
  *   hinting, reporting -> vballoon_free_pages.c
  *   OOM notifier    -> deflate_for_oom()
  *   compaction      -> migrate_page()
- *   remove, freeze  -> work stopped, release_all(), reset, queues deleted
+ *   remove, freeze  -> work stopped, release_all(), reset, release_after_reset(),
+ *                      queues deleted
  *   restore         -> queues, prepare(), start(); work again only once all succeeded
  *
  * Kernel features relied on: CONFIG_VIRTIO (a VERSION_1 transport), CONFIG_MEMORY_BALLOON
@@ -245,14 +246,17 @@ static void vballoon_start_work(struct vballoon_dev *vb)
 }
 
 /*
- * Every page back to the guest. The core stops when the balloon list is empty, but pages
- * that compaction has isolated are off the list until they migrate or come back; the
+ * After the reset: every page still ballooned (the host did not acknowledge its deflate,
+ * or compaction had it isolated) goes back to the guest. The queues are broken first, so a
+ * compaction callback that still tries to tell the host fails at once instead of waiting
+ * for a device that no longer answers, and compaction puts its page back on the list; the
  * balloon is empty only when the core says so.
  */
-static void vballoon_release_all(struct vballoon_dev *vb)
+static void vballoon_release_after_reset(struct vballoon_dev *vb)
 {
+	virtio_break_device(vb->vdev);
 	for (;;) {
-		vballoon_core_release_all(vb->core);
+		vballoon_core_release_after_reset(vb->core);
 		if (!vballoon_core_balloon_pfns(vb->core))
 			break;
 		msleep(20);
@@ -434,6 +438,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 
 	vb->debugfs_dir = debugfs_create_dir(dev_name(&vdev->dev), vballoon_debugfs_root);
 	debugfs_create_file("counters", 0444, vb->debugfs_dir, vb, &vballoon_counters_fops);
+	debugfs_create_bool("fail_next_restore", 0600, vb->debugfs_dir, &vb->fail_next_restore);
 
 	virtio_device_ready(vdev);
 	vballoon_core_start(vb->core);
@@ -457,10 +462,11 @@ out_free_vb:
 }
 
 /*
- * Remove and freeze: nothing may start a balloon operation any more (work, OOM notifier),
- * every page goes back to the guest while the device still listens, then the device is
- * reset and its queues deleted. A device whose restore failed has no queues left and an
- * empty balloon: only the reset remains to do.
+ * Remove and freeze: nothing may start a balloon operation any more (work, OOM notifier,
+ * hinting, reporting), every page the host acknowledges goes back while the device still
+ * listens, then the device is reset; held hint blocks and the rest of the balloon come back
+ * without a message, and the queues are deleted. A device whose restore failed has no
+ * queues left and an empty balloon: only the reset remains to do.
  */
 static void vballoon_shut_down_device(struct vballoon_dev *vb)
 {
@@ -468,10 +474,11 @@ static void vballoon_shut_down_device(struct vballoon_dev *vb)
 	vballoon_stop_work(vb);
 	vballoon_free_pages_stop(vb);
 	if (vb->vqs[VB_QUEUE_INFLATE])
-		vballoon_release_all(vb);
+		vballoon_core_release_all(vb->core);
 	virtio_reset_device(vb->vdev);
 	if (vb->vqs[VB_QUEUE_INFLATE]) {
 		vballoon_free_pages_device_reset(vb);
+		vballoon_release_after_reset(vb);
 		vballoon_del_vqs(vb);
 	}
 }
@@ -511,6 +518,16 @@ static int vballoon_restore(struct virtio_device *vdev)
 	if (err)
 		return err;
 	if (!vballoon_core_prepare(vb->core)) {
+		err = -EIO;
+		goto out_reset;
+	}
+	/*
+	 * Injected failure, for the guest suite: the latest point a restore can fail, with the
+	 * queues up and the stats buffer given to the device.
+	 */
+	if (vb->fail_next_restore) {
+		vb->fail_next_restore = false;
+		dev_info(&vdev->dev, "restore fails as asked (debugfs fail_next_restore)\n");
 		err = -EIO;
 		goto out_reset;
 	}

@@ -8,6 +8,8 @@
             deflate-on-oom off, free page reporting off), shared by the tests of one driver.
   oom_vm    the same with deflate-on-oom=on (the in-tree driver then stops taking balloon
             pages out of MemTotal, so MemTotal tests use plain_vm).
+  lifecycle_vm  a plain balloon behind a PCIe root port, so it can be unplugged, for the tests
+            that reset, unplug or suspend the machine (test_lifecycle.py).
 
 Sharing: pytest orders the session-scoped parametrized fixtures so that all in-tree tests run,
 then all vballoon tests; each driver's guests are stopped before the next driver's boot.
@@ -85,12 +87,11 @@ def driver(request) -> DriverUnderTest:
 class VMHolder:
     """One shared guest per (driver, kind), rebooted if a test killed or wedged it."""
 
-    def __init__(self, dut: DriverUnderTest, kind: str, balloon_props: dict, *,
-                 init_on_alloc_off: bool = True):
+    def __init__(self, dut: DriverUnderTest, kind: str, balloon_props: dict, **vm_kwargs):
         self.dut = dut
         self.kind = kind
         self.balloon_props = balloon_props
-        self.init_on_alloc_off = init_on_alloc_off
+        self.vm_kwargs = vm_kwargs  # more GuestVM arguments (init_on_alloc_off, ...)
         self.vm: GuestVM | None = None
         self.boots = 0
         self.boot_error: str | None = None
@@ -105,8 +106,7 @@ class VMHolder:
             self.boots += 1
             name = f"{self.dut.label}-{self.kind}" + (f"-{self.boots}" if self.boots > 1 else "")
             vm = GuestVM(self.dut.image, name=name, ram_mib=GUEST_RAM_MIB,
-                         balloon_props=self.balloon_props,
-                         init_on_alloc_off=self.init_on_alloc_off)
+                         balloon_props=self.balloon_props, **self.vm_kwargs)
             try:
                 vm.start()
             except GuestError as e:
@@ -181,6 +181,13 @@ def oom_holder(driver):
     h.close()
 
 
+@pytest.fixture(scope="session")
+def lifecycle_holder(driver):
+    h = VMHolder(driver, "lifecycle", {}, hotpluggable_balloon=True)
+    yield h
+    h.close()
+
+
 def fresh_vm(dut: DriverUnderTest, kind: str, balloon_props: dict, *,
              init_on_alloc_off: bool = True):
     """A guest of its own for one test (a device configuration no other test shares), with
@@ -196,6 +203,11 @@ def fresh_vm(dut: DriverUnderTest, kind: str, balloon_props: dict, *,
 @pytest.fixture
 def plain_vm(plain_holder, driver):
     yield from _vm_fixture(plain_holder, driver)
+
+
+@pytest.fixture
+def lifecycle_vm(lifecycle_holder, driver):
+    yield from _vm_fixture(lifecycle_holder, driver)
 
 
 @pytest.fixture

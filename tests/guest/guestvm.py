@@ -39,6 +39,12 @@ GIB = 1024 * MIB
 PAGE_BYTES = 4096
 VIRTIO_ID_BALLOON = 0x0005
 BALLOON_QOM_PATH = "/machine/peripheral/balloon0"
+# The balloon's virtio device (x-query-virtio-queue-status takes it), inside its PCI proxy.
+BALLOON_VIRTIO_PATH = BALLOON_QOM_PATH + "/virtio-backend"
+# Queue indices on a device without free page hinting or reporting.
+INFLATE_QUEUE, DEFLATE_QUEUE = 0, 1
+# The PCIe root port a hot-pluggable balloon sits behind (q35's root bus is not hot-pluggable).
+BALLOON_ROOT_PORT = "rp0"
 # Inflating 1 GiB takes about 1 s with the in-tree driver under TCG; 60 s lets a much slower
 # driver pass while still catching one that never gets there.
 BALLOON_TIMEOUT_S = 60.0
@@ -126,7 +132,7 @@ class GuestVM:
     def __init__(self, img: guest_image.GuestImage, *, name: str = "guest", ram_mib: int = 2048,
                  smp: int = 2, balloon_props: dict | None = None, append: str = "",
                  log_dir: str | None = None, init_on_alloc_off: bool = True,
-                 extra_args: list[str] | None = None):
+                 extra_args: list[str] | None = None, hotpluggable_balloon: bool = False):
         self.img = img
         self.name = name
         self.ram_bytes = ram_mib * MIB
@@ -138,6 +144,8 @@ class GuestVM:
         self.extra_args = list(extra_args or [])  # more QEMU options, e.g. -msg timestamp=on
         if self.balloon_props.get("free-page-hint") == "on":
             self.balloon_props.setdefault("iothread", BALLOON_IOTHREAD)
+        # Behind a PCIe root port, so device_del can unplug it (the guest's pciehp does).
+        self.hotpluggable_balloon = hotpluggable_balloon
         self.log_dir = log_dir or os.path.join(guest_image.work_dir(), "logs")
         self.console_log = os.path.join(self.log_dir, f"{name}.console.log")
         self.proc: subprocess.Popen | None = None
@@ -158,6 +166,10 @@ class GuestVM:
 
     def command_line(self) -> list[str]:
         props = "".join(f",{k}={v}" for k, v in self.balloon_props.items())
+        port = []
+        if self.hotpluggable_balloon:
+            port = ["-device", f"pcie-root-port,id={BALLOON_ROOT_PORT},chassis=1,slot=1"]
+            props += f",bus={BALLOON_ROOT_PORT}"
         r = self._rundir
         iothread = self.balloon_props.get("iothread")
         objects = ["-object", f"iothread,id={iothread}"] if iothread else []
@@ -171,9 +183,7 @@ class GuestVM:
             "-chardev", f"socket,id=cmd,path={r}/cmd.sock",
             "-serial", "chardev:cmd",
             "-qmp", f"unix:{r}/qmp.sock,server=on,wait=off",
-            "-device", f"virtio-balloon-pci,id=balloon0{props}",
-            *self.extra_args,
-        ]
+        ] + port + ["-device", f"virtio-balloon-pci,id=balloon0{props}", *self.extra_args]
 
     def start(self, boot_timeout: float = 90.0) -> "GuestVM":
         if shutil.which(QEMU) is None:
@@ -371,6 +381,29 @@ class GuestVM:
         """Run a script that must succeed; returns its output."""
         return self.run(script, timeout=timeout, check=True).output
 
+    def resync(self, attempts: int = 6, timeout: float = 10.0) -> None:
+        """After a resume from suspend the guest's UART may drop the first bytes it gets, so a
+        command can be lost: nudge the channel with a newline and a ping until one answers."""
+        for _ in range(attempts):
+            self.broken = False
+            self._cmd_buf = b""
+            self._cmd.sendall(b"\n")
+            try:
+                if self.run("echo resync", timeout=timeout).output.strip() == "resync":
+                    return
+            except GuestError:
+                pass
+        self.broken = True
+        raise GuestError(f"[{self.name}] the command channel did not answer after "
+                         f"{attempts} tries.\nconsole tail:\n{self.console_tail()}")
+
+    def wait_rebooted(self, timeout: float = 90.0) -> None:
+        """After a machine reset: wait until the new kernel's /init is up on the command
+        channel (the chardev sockets stay connected across the reset)."""
+        self._cmd_buf = b""
+        self._wait_line(b"@@READY", time.monotonic() + timeout, "the guest to boot again")
+        self.driver = None
+
     # -- guest facts ---------------------------------------------------------------------------
 
     def meminfo(self) -> dict[str, int]:
@@ -411,6 +444,15 @@ class GuestVM:
         """Feature bits the driver accepted (the sysfs "features" file: one char per bit)."""
         bits = self.sh(f"cat /sys/bus/virtio/devices/{self.balloon_device()}/features").strip()
         return sum(1 << i for i, c in enumerate(bits) if c == "1")
+
+    def vmstat(self) -> dict[str, int]:
+        return {k: int(v) for k, v in
+                (line.split() for line in self.sh("cat /proc/vmstat").splitlines())}
+
+    def balloon_queue_status(self, queue: int) -> dict:
+        """QEMU's view of one of the balloon's virtqueues (used-idx, last-avail-idx, ...)."""
+        return self.qmp.execute("x-query-virtio-queue-status",
+                                {"path": BALLOON_VIRTIO_PATH, "queue": queue})
 
     def taint(self) -> int:
         return int(self.sh("cat /proc/sys/kernel/tainted").strip())

@@ -1,0 +1,450 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The balloon under stress and across the device's life, once for the in-tree virtio_balloon
+and once for vballoon: data integrity around inflate/deflate cycles, deflates the host really
+sees, compaction of ballooned pages, machine reset and hot-unplug while inflated, stats
+polling during inflate, and a legacy-only device.
+
+Every test ends with the guest alive, a kernel log free of warnings (WARNING, BUG, Call
+Trace, ...) and, where it unloads the driver, every balloon page back in MemTotal.
+
+Suspend to RAM boots the guest from the bzImage: with the suite's direct ELF (PVH) boot, a
+guest in S3 that gets `system_wakeup` boots afresh instead of resuming (and with -no-reboot
+QEMU exits), while through the bzImage's boot path it resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import pytest
+
+import guest_image
+import guestvm
+from conftest import GUEST_RAM_MIB
+from guestvm import (BALLOON_QOM_PATH, BALLOON_ROOT_PORT, BALLOON_TIMEOUT_S, DEFLATE_QUEUE,
+                     INFLATE_QUEUE, KERNEL_TROUBLE, MIB, GuestVM, kernel_trouble)
+
+KIB = 1024
+PFNS_PER_MESSAGE = 256  # both drivers send at most 256 PFNs per inflate/deflate descriptor
+# Slack for free-memory comparisons (see test_balloon.FREE_SLACK_KIB).
+FREE_SLACK_KIB = 16 * 1024
+
+
+def assert_kernel_quiet(vm: GuestVM, since: int) -> None:
+    """No warning, oops or stack trace on the console since byte offset `since`."""
+    console = vm.console_text(since)
+    assert not KERNEL_TROUBLE.search(console), \
+        f"the guest kernel complained:\n{kernel_trouble(console)}"
+
+
+def debugfs_counters(vm: GuestVM) -> dict[str, int]:
+    dev = vm.balloon_device()
+    out = vm.sh(f"cat /sys/kernel/debug/vballoon/{dev}/counters")
+    return {k: int(v, 0) for k, v in (line.split() for line in out.splitlines())}
+
+
+def balloon_to(vm: GuestVM, target: int) -> None:
+    vm.qmp.balloon(target)
+    vm.qmp.wait_balloon(target, BALLOON_TIMEOUT_S)
+
+
+# ----------------------------------------------------------------------------------------------
+# Data integrity
+
+
+class PatternKeeper:
+    """`hog keep` in the guest: memory filled with a pattern every byte of which it can check."""
+
+    def __init__(self, vm: GuestVM, mib: int):
+        self.vm = vm
+        self.checks = 0
+        vm.sh(f"hog keep {mib} > /tmp/keep.out 2>&1 & echo $! > /tmp/keep.pid")
+        self._wait_line(f"filled {mib}", timeout=180)
+
+    def _wait_line(self, want: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self.vm.sh("cat /tmp/keep.out").splitlines()
+            for line in lines:
+                if line.startswith(want):
+                    return line
+            assert time.monotonic() < deadline, f"hog keep did not print {want!r}: {lines}"
+            time.sleep(0.2)  # poll interval, bounded by the deadline above
+
+    def verify(self) -> None:
+        self.checks += 1
+        self.vm.sh("kill -USR1 $(cat /tmp/keep.pid)")
+        line = self._wait_line(f"verified {self.checks} ", timeout=180)
+        assert line == f"verified {self.checks} ok", line
+
+    def finish(self) -> None:
+        self.checks += 1
+        self.vm.sh("kill -TERM $(cat /tmp/keep.pid)")
+        line = self._wait_line(f"verified {self.checks} ", timeout=180)
+        assert line == f"verified {self.checks} ok", line
+        self.vm.sh("while kill -0 $(cat /tmp/keep.pid) 2>/dev/null; do sleep 0.1; done",
+                   timeout=60)
+
+
+def test_patterned_memory_survives_inflate_deflate_cycles(plain_vm):
+    """The guest fills most of its free memory with a pattern it keeps; the balloon then takes
+    nearly all the rest and gives it back, three times.  Every byte must still check after
+    each inflate and each deflate, and MemTotal must come back exactly."""
+    vm = plain_vm
+    ram = vm.ram_bytes
+    console0 = vm.console_bytes
+    total0 = vm.meminfo()["MemTotal"]
+    keep_mib = vm.meminfo()["MemAvailable"] * 6 // 10 // KIB
+    keeper = PatternKeeper(vm, keep_mib)
+    try:
+        for _ in range(3):
+            free_mib = vm.free_kib() // KIB
+            balloon_mib = free_mib - 160  # what a busybox guest needs to keep running
+            assert balloon_mib >= 256, f"only {free_mib} MiB free next to the pattern"
+            balloon_to(vm, ram - balloon_mib * MIB)
+            keeper.verify()
+            balloon_to(vm, ram)
+            keeper.verify()
+        keeper.finish()
+    finally:
+        vm.run("kill -TERM $(cat /tmp/keep.pid) 2>/dev/null", check=False)
+    assert vm.meminfo()["MemTotal"] == total0
+    assert_kernel_quiet(vm, console0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Deflate reaches the host
+
+
+def _used_delta(before: dict, after: dict) -> int:
+    return (after["used-idx"] - before["used-idx"]) % 65536
+
+
+def test_deflate_moves_the_deflate_queues_used_index(plain_vm, driver):
+    """Deflating 256 MiB must put at least 256 MiB / 4 KiB / 256 descriptors through the
+    deflate queue, as QEMU itself counts them (its used index), and nothing through the
+    inflate queue."""
+    vm = plain_vm
+    ram, size = vm.ram_bytes, 256 * MIB
+    console0 = vm.console_bytes
+    balloon_to(vm, ram - size)
+    if driver.label == "vballoon":
+        sent0 = debugfs_counters(vm)["deflate_messages"]
+    deflate0 = vm.balloon_queue_status(DEFLATE_QUEUE)
+    inflate0 = vm.balloon_queue_status(INFLATE_QUEUE)
+
+    balloon_to(vm, ram)
+    deflate1 = vm.balloon_queue_status(DEFLATE_QUEUE)
+    inflate1 = vm.balloon_queue_status(INFLATE_QUEUE)
+    used = _used_delta(deflate0, deflate1)
+    assert used >= size // guestvm.PAGE_BYTES // PFNS_PER_MESSAGE, (deflate0, deflate1)
+    assert deflate1["inuse"] == 0, deflate1
+    assert _used_delta(inflate0, inflate1) == 0, (inflate0, inflate1)
+    if driver.label == "vballoon":
+        # Every descriptor the driver sent came back used, and no other.
+        assert used == debugfs_counters(vm)["deflate_messages"] - sent0
+    assert_kernel_quiet(vm, console0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Compaction
+
+
+def _page_at_a_time(drv: guestvm.Driver) -> guestvm.Driver:
+    if drv.module != "vballoon":
+        return drv  # virtio_balloon always allocates a page at a time
+    params = " ".join(p for p in drv.params.split() if not p.startswith("max_chunk_order="))
+    return dataclasses.replace(drv, params=f"{params} max_chunk_order=0".strip())
+
+
+def test_compaction_migrates_balloon_pages_and_accounting_balances(plain_vm, driver):
+    """With a page-at-a-time balloon of 1 GiB, /proc/sys/vm/compact_memory must move some
+    ballooned pages (balloon_migrate grows); after a full deflate and an unload, MemTotal and
+    free memory are back and the host sees an empty balloon."""
+    vm = plain_vm
+    ram = vm.ram_bytes
+    console0 = vm.console_bytes
+    vm.unload_driver(driver.drv)
+    drv = _page_at_a_time(driver.drv)
+    vm.load_driver(drv)
+    total0 = vm.meminfo()["MemTotal"]
+    free0 = vm.free_kib()
+    try:
+        # Scatter the free memory first, so the balloon's pages are spread over the zone.
+        vm.sh("hog 512 nohuge")
+        balloon_to(vm, ram // 2)
+        migrated0 = vm.vmstat()["balloon_migrate"]
+        vm.sh("echo 1 > /proc/sys/vm/compact_memory", timeout=180)
+        migrated = vm.vmstat()["balloon_migrate"] - migrated0
+        assert migrated > 0, "compaction moved no balloon page"
+        assert vm.meminfo()["MemTotal"] == total0 - (ram // 2) // KIB
+        if drv.module == "vballoon":
+            counters = debugfs_counters(vm)
+            assert counters["migrations"] >= migrated
+            assert counters["balloon_pfns"] == (ram // 2) // guestvm.PAGE_BYTES
+        assert vm.qmp.balloon_actual() == ram // 2
+
+        balloon_to(vm, ram)
+        assert vm.meminfo()["MemTotal"] == total0
+        if drv.module == "vballoon":
+            assert debugfs_counters(vm)["balloon_pfns"] == 0
+    finally:
+        vm.unload_driver(drv)
+    assert vm.meminfo()["MemTotal"] == total0
+    assert vm.free_kib() >= free0 - FREE_SLACK_KIB
+    assert vm.qmp.balloon_actual() == ram
+    assert_kernel_quiet(vm, console0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Statistics while inflating
+
+
+def test_stats_polled_every_second_during_inflate(plain_vm):
+    """Stats polling at 1 s while 1 GiB inflates: the inflate completes, reports keep coming
+    (each one newer than the last), and the first report after it shows the smaller guest."""
+    vm, q = plain_vm, plain_vm.qmp
+    ram = vm.ram_bytes
+    console0 = vm.console_bytes
+    total0 = vm.meminfo()["MemTotal"]
+    try:
+        q.qom_set(BALLOON_QOM_PATH, "guest-stats-polling-interval", 1)
+        first = q.qom_get(BALLOON_QOM_PATH, "guest-stats")["last-update"]
+        q.balloon(ram - 1024 * MIB)
+        updates = {first}
+        deadline = time.monotonic() + BALLOON_TIMEOUT_S
+        while q.balloon_actual() != ram - 1024 * MIB:
+            assert time.monotonic() < deadline, "the inflate did not finish"
+            updates.add(q.qom_get(BALLOON_QOM_PATH, "guest-stats")["last-update"])
+            time.sleep(0.1)  # poll interval, bounded by the deadline above
+        done = time.time()
+        # Three more reports after the inflate, each with a later timestamp.
+        deadline = time.monotonic() + 30
+        while len([u for u in updates if u > done]) < 3:
+            assert time.monotonic() < deadline, f"stats stopped: updates {sorted(updates)}"
+            updates.add(q.qom_get(BALLOON_QOM_PATH, "guest-stats")["last-update"])
+            time.sleep(0.1)  # poll interval, bounded by the deadline above
+        stats = q.qom_get(BALLOON_QOM_PATH, "guest-stats")["stats"]
+        # Without deflate-on-oom, both drivers take balloon pages out of totalram.
+        assert stats["stat-total-memory"] == (total0 - 1024 * MIB // KIB) * KIB
+        balloon_to(vm, ram)
+    finally:
+        q.qom_set(BALLOON_QOM_PATH, "guest-stats-polling-interval", 0)
+    assert vm.meminfo()["MemTotal"] == total0
+    assert_kernel_quiet(vm, console0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Machine reset and hot-unplug while inflated
+
+
+def test_system_reset_while_inflated(lifecycle_vm, driver):
+    """A machine reset with half the guest in the balloon: the guest boots again with all its
+    memory, the driver binds again and follows the host's (unchanged) target, and deflates."""
+    vm, q = lifecycle_vm, lifecycle_vm.qmp
+    ram = vm.ram_bytes
+    total0 = vm.meminfo()["MemTotal"]
+    balloon_to(vm, ram // 2)
+
+    # -no-reboot turns a reset into an exit: let this one reboot.
+    q.execute("set-action", {"reboot": "reset"})
+    try:
+        q.execute("system_reset")
+        vm.wait_rebooted()
+    finally:
+        q.execute("set-action", {"reboot": "shutdown"})
+    console0 = vm.console_bytes
+    # A fresh kernel: no balloon driver, every page its own.
+    assert driver.drv.module not in vm.loaded_modules()
+    assert vm.meminfo()["MemTotal"] == total0
+    vm.load_driver(driver.drv)
+    q.wait_balloon(ram // 2, BALLOON_TIMEOUT_S)
+    assert vm.meminfo()["MemTotal"] == total0 - (ram // 2) // KIB
+    balloon_to(vm, ram)
+    assert vm.meminfo()["MemTotal"] == total0
+    assert vm.sh("echo alive").strip() == "alive"
+    assert_kernel_quiet(vm, console0)
+
+
+def test_device_del_while_inflated(lifecycle_vm, driver):
+    """Hot-unplug the balloon with half the guest in it: the driver's remove gives every page
+    back, the guest keeps running, and a balloon plugged in again binds and works."""
+    vm, q = lifecycle_vm, lifecycle_vm.qmp
+    ram = vm.ram_bytes
+    console0 = vm.console_bytes
+    total0 = vm.meminfo()["MemTotal"]
+    free0 = vm.free_kib()
+    balloon_to(vm, ram // 2)
+    events0 = len(q.events)
+
+    q.execute("device_del", {"id": "balloon0"})
+    # The guest's pciehp waits 5 s after the attention button before it powers the slot off.
+    q.wait_event("DEVICE_DELETED", timeout=60, start=events0,
+                 predicate=lambda e: e["data"].get("device") == "balloon0")
+    out = vm.sh("for d in /sys/bus/virtio/devices/*; do cat $d/device; done 2>/dev/null; true")
+    assert "0x0005" not in out.split(), out
+    assert vm.meminfo()["MemTotal"] == total0
+    assert vm.free_kib() >= free0 - FREE_SLACK_KIB
+    assert driver.drv.module in vm.loaded_modules()
+
+    q.execute("device_add", {"driver": "virtio-balloon-pci", "id": "balloon0",
+                             "bus": BALLOON_ROOT_PORT})
+    vm.wait_bound(driver.drv, 60)
+    balloon_to(vm, ram - 256 * MIB)
+    assert vm.meminfo()["MemTotal"] == total0 - 256 * MIB // KIB
+    vm.unload_driver(driver.drv)
+    assert vm.meminfo()["MemTotal"] == total0
+    assert vm.sh("echo alive").strip() == "alive"
+    assert_kernel_quiet(vm, console0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Suspend to RAM
+
+
+def _wait_run_state(q, want: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while (state := q.execute("query-status")["status"]) != want:
+        assert time.monotonic() < deadline, f"QEMU stayed {state!r}, waiting for {want!r}"
+        time.sleep(0.1)  # poll interval, bounded by the deadline above
+
+
+def _s3_guest(driver, name: str) -> GuestVM:
+    """A guest booted from the bzImage, where S3 resumes (see the module docstring)."""
+    bzimage = os.path.join(guest_image.unpack_kernel(driver.image.kver, guest_image.work_dir()),
+                           "boot", f"vmlinuz-{driver.image.kver}")
+    img = dataclasses.replace(driver.image, vmlinux=bzimage)
+    vm = GuestVM(img, name=f"{driver.label}-{name}", ram_mib=GUEST_RAM_MIB,
+                 append="no_console_suspend")
+    return vm.start()
+
+
+def _suspend_and_wake(vm: GuestVM, since: int) -> None:
+    q = vm.qmp
+    assert "deep" in vm.sh("cat /sys/power/mem_sleep"), "the guest offers no S3"
+    # Waking goes through a machine reset, which -no-reboot would turn into an exit.
+    q.execute("set-action", {"reboot": "reset"})
+    vm.sh("echo deep > /sys/power/mem_sleep; "
+          "(sleep 1; echo mem > /sys/power/state) > /tmp/s3.out 2>&1 &")
+    _wait_run_state(q, "suspended", 60)
+    q.execute("system_wakeup")
+    _wait_run_state(q, "running", 30)
+    vm.resync()
+    assert "Waking up from system sleep state S3" in vm.console_text(since), vm.console_tail()
+
+
+def test_suspend_to_ram_while_inflated(driver):
+    """S3 with half the guest in the balloon, then wake-up.  The driver's freeze gives every
+    page back and resets the device, its restore brings the queues back and inflates to the
+    host's target again; the guest then deflates and unloads the driver with every page back.
+    """
+    vm = _s3_guest(driver, "s3")
+    try:
+        q = vm.qmp
+        ram = vm.ram_bytes
+        console0 = vm.console_bytes
+        vm.load_driver(driver.drv)
+        total0 = vm.meminfo()["MemTotal"]
+        balloon_to(vm, ram // 2)
+        _suspend_and_wake(vm, console0)
+        assert vm.sh("cat /sys/power/suspend_stats/success").strip() == "1", \
+            vm.sh("cat /tmp/s3.out; cat /sys/power/suspend_stats/last_failed_step")
+
+        # Restored: the driver follows the unchanged target again.
+        q.wait_balloon(ram // 2, BALLOON_TIMEOUT_S)
+        assert vm.meminfo()["MemTotal"] == total0 - (ram // 2) // KIB
+        balloon_to(vm, ram)
+        assert vm.meminfo()["MemTotal"] == total0
+        vm.unload_driver(driver.drv)
+        assert vm.meminfo()["MemTotal"] == total0
+        assert vm.sh("echo alive").strip() == "alive"
+        assert_kernel_quiet(vm, console0)
+    finally:
+        vm.stop()
+
+
+VIRTIO_CONFIG_S_FAILED = 0x80
+
+
+@pytest.mark.parametrize("driver", ["vballoon"], indirect=True)
+def test_failed_restore_leaves_nothing_that_inflates(driver):
+    """vballoon only (the fault is injected through its debugfs): a restore that fails with
+    the queues already up leaves the device failed, the balloon empty and no work behind: a
+    new target inflates nothing and warns nothing, and the driver still unloads cleanly."""
+    vm = _s3_guest(driver, "failed-restore")
+    try:
+        q = vm.qmp
+        ram = vm.ram_bytes
+        console0 = vm.console_bytes
+        vm.load_driver(driver.drv)
+        total0 = vm.meminfo()["MemTotal"]
+        balloon_to(vm, ram // 2)
+        dev = vm.balloon_device()
+        vm.sh(f"echo Y > /sys/kernel/debug/vballoon/{dev}/fail_next_restore")
+        _suspend_and_wake(vm, console0)
+        assert "restore fails as asked" in vm.console_text(console0)
+        status = int(vm.sh(f"cat /sys/bus/virtio/devices/{dev}/status").strip(), 16)
+        assert status & VIRTIO_CONFIG_S_FAILED, f"device status {status:#x}"
+        # Freeze gave every page back; nothing came back into the balloon.
+        assert vm.meminfo()["MemTotal"] == total0
+        inflated0 = debugfs_counters(vm)["pages_inflated"]
+        assert debugfs_counters(vm)["balloon_pfns"] == 0
+
+        # A new target: no work item may run against the missing queues.  Watch for 3 s.
+        q.balloon(ram - 256 * MIB)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            assert debugfs_counters(vm)["pages_inflated"] == inflated0
+            assert vm.meminfo()["MemTotal"] == total0
+            time.sleep(0.2)  # poll interval of a bounded watch
+        vm.unload_driver(driver.drv)
+        assert vm.meminfo()["MemTotal"] == total0
+        assert vm.sh("echo alive").strip() == "alive"
+        assert_kernel_quiet(vm, console0)
+    finally:
+        vm.stop()
+
+
+# ----------------------------------------------------------------------------------------------
+# A legacy-only device
+
+
+def test_legacy_device(driver):
+    """A legacy-only balloon (disable-modern=on).  vballoon refuses it with a clear message
+    and binds nothing (spec/requirements.md, legacy rows); virtio_balloon drives it."""
+    vm = GuestVM(driver.image, name=f"{driver.label}-legacy", ram_mib=GUEST_RAM_MIB,
+                 balloon_props={"disable-modern": "on", "disable-legacy": "off"})
+    vm.start()
+    try:
+        console0 = vm.console_bytes
+        features = None
+        if driver.label == "vballoon":
+            vm.sh(" && ".join(f"insmod {p}" for p in driver.drv.insmod))
+            deadline = time.monotonic() + 30
+            while "legacy virtio-balloon device" not in vm.console_text(console0):
+                assert time.monotonic() < deadline, vm.console_tail()
+                time.sleep(0.1)  # poll interval, bounded by the deadline above
+            assert vm.bound_driver() is None
+            assert "vballoon" in vm.loaded_modules()
+            vm.unload_driver(driver.drv)
+        else:
+            vm.load_driver(driver.drv)
+            features = vm.negotiated_features()
+            assert not features >> 32 & 1, f"features {features:#x}: a modern device"
+            balloon_to(vm, vm.ram_bytes - 128 * MIB)
+            balloon_to(vm, vm.ram_bytes)
+        assert vm.sh("echo alive").strip() == "alive"
+        console = vm.console_text(console0)
+        assert not KERNEL_TROUBLE.search(console), kernel_trouble(console)
+    finally:
+        vm.stop()
+
+
+@pytest.fixture(autouse=True)
+def _note_timing(request):
+    """Wall time per test, printed with -v -s; part of the suite's CI budget."""
+    t0 = time.monotonic()
+    yield
+    print(f"\n[{request.node.name}] {time.monotonic() - t0:.1f} s")
