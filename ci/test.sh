@@ -6,9 +6,11 @@
 #   2. the same suites under ASan + UBSan
 #   3. the same suites under ThreadSanitizer (device thread, guest worker, eventfds)
 #   4. the requirements table checked against the test binaries
-#   5. the kernel module, built warning-free against Debian's 6.1 headers, and once more
+#   5. the libFuzzer targets: built (clang, ASan + UBSan), every regression replayed, each
+#      target run for 60 s (ci/fuzz.sh; tests/fuzz/README.md)
+#   6. the kernel module, built warning-free against Debian's 6.1 headers, and once more
 #      against a copy of them without CONFIG_BALLOON_COMPACTION
-#   6. the QEMU guest suite, our module next to the in-tree driver
+#   7. the QEMU guest suite, our module next to the in-tree driver
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -35,6 +37,9 @@ setarch "$(uname -m)" -R ctest --test-dir build-tsan --output-on-failure -j "$(n
 
 step "requirements traceability"
 /usr/bin/python3 spec/check_requirements.py --min-rows 92 spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
+
+step "fuzzers: regressions and 60 s per target"
+ci/fuzz.sh 60
 
 step "kernel module"
 driver/linux/build-module.sh

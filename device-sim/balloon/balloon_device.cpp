@@ -77,6 +77,7 @@ BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
       ownership_(memory.size() / GuestMemory::kPageBytes),
       discarder_(memory, options_.discard_mode, counters_), stats_(memory, counters_),
       hint_queue_(memory, counters_), report_queue_(memory, discarder_, ownership_, counters_),
+      faults_(options_.faults),
       transport_(memory, *this, transport_config(options_))
 {
 	if (options_.host_page_bytes % GuestMemory::kPageBytes != 0 || options_.host_page_bytes == 0)
@@ -245,8 +246,30 @@ void BalloonDevice::activate(uint64_t negotiated_features)
 
 void BalloonDevice::queue_notified(unsigned index)
 {
-	if (const auto kind = kind_at(index, negotiated_))
-		drain_queue(index, *kind);
+	const auto kind = kind_at(index, negotiated_);
+	if (!kind)
+		return;
+	if (faults_.ignore_kick(*kind))
+		return; // the chains wait in the ring for the next notification
+	// A held free_page_vq is looked at only when released (which drains it).
+	if (*kind == VB_QUEUE_FREE_PAGE && hold_free_page_queue_.load())
+		return;
+	drain_queue(index, *kind);
+}
+
+void BalloonDevice::hold_free_page_queue()
+{
+	hold_free_page_queue_.store(true);
+}
+
+void BalloonDevice::release_free_page_queue()
+{
+	hold_free_page_queue_.store(false);
+	transport_.post([this] {
+		const int index = vb_queue_index(negotiated_, VB_QUEUE_FREE_PAGE);
+		if (transport_.live() && index >= 0 && transport_.queue(index))
+			drain_queue(static_cast<unsigned>(index), VB_QUEUE_FREE_PAGE);
+	});
 }
 
 void BalloonDevice::timer_expired()
@@ -266,13 +289,27 @@ void BalloonDevice::drain_queue(unsigned index, vb_queue_kind kind)
 		DeviceQueue::PopStatus status;
 		while ((status = queue->pop(chain_)) != DeviceQueue::PopStatus::kEmpty &&
 		       status != DeviceQueue::PopStatus::kBroken) {
-			if (status == DeviceQueue::PopStatus::kChain)
+			if (status != DeviceQueue::PopStatus::kChain)
+				continue;
+			switch (faults_.before_chain(kind)) {
+			case FaultInjector::ChainFate::kServe:
 				handle_chain(*queue, kind, chain_);
+				break;
+			case FaultInjector::ChainFate::kBreak:
+				// The chain is neither served nor returned.
+				transport_.request_reset_locked();
+				transport_.signal_used(index);
+				return;
+			case FaultInjector::ChainFate::kVanish:
+				transport_.surprise_remove();
+				return;
+			}
 		}
 		if (status == DeviceQueue::PopStatus::kBroken || !queue->enable_notifications())
 			break;
 	}
-	transport_.signal_used(index);
+	if (!faults_.drop_interrupt(kind))
+		transport_.signal_used(index);
 }
 
 void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
@@ -281,6 +318,9 @@ void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
 	switch (kind) {
 	case VB_QUEUE_INFLATE:
 		handle_inflate(queue, chain);
+		// The host changes its mind while the driver inflates (fault_plan.h).
+		if (const auto target = faults_.after_inflate_chain())
+			set_target_pages(*target);
 		return;
 	case VB_QUEUE_DEFLATE:
 		handle_deflate(queue, chain);

@@ -34,6 +34,8 @@
 #include "balloon/free_page_events.h"
 #include "balloon/free_page_hint_queue.h"
 #include "balloon/free_page_report_queue.h"
+#include "balloon/fault_injector.h"
+#include "balloon/fault_plan.h"
 #include "balloon/guest_stats.h"
 #include "balloon/host_page_ownership.h"
 #include "balloon/huge_page_tracker.h"
@@ -60,6 +62,8 @@ struct BalloonDeviceOptions {
 	// Size of the host pages backing guest RAM. Above 4 KiB (2 MiB for THP or hugetlbfs) the
 	// device discards a host page only once all of it is ballooned (huge_page_tracker.h).
 	uint64_t host_page_bytes = 4096;
+	// Faults injected on purpose (fault_plan.h); none by default.
+	FaultPlan faults{};
 };
 
 class BalloonDevice final : private DeviceBackend
@@ -120,9 +124,15 @@ public:
 	void finish_hinting();
 	// free_page_hint_cmd_id as the device holds it (0 when the field does not exist).
 	uint32_t hint_cmd_id() const;
+	// The free_page_vq gate: while held, the device leaves free_page_vq chains in the ring
+	// (a slow host), so a round fills the ring and waits; release serves them all. How a
+	// test shows that a waiting round blocks nothing else.
+	void hold_free_page_queue();
+	void release_free_page_queue();
 
 	// ---- Observers -------------------------------------------------------------------
 	const BalloonCounters& counters() const { return counters_; }
+	const FaultCounters& fault_counters() const { return faults_.counters(); }
 	// Transport index of a queue under the features negotiated at the last activation;
 	// -1 when that queue does not exist (or the device was never activated).
 	int queue_index(vb_queue_kind kind) const;
@@ -176,6 +186,7 @@ private:
 	FreePageReportQueue report_queue_;
 	std::atomic<FreePageEvents*> events_{nullptr};
 	std::atomic<uint32_t> last_cmd_id_{VB_CMD_ID_DONE};
+	FaultInjector faults_;
 
 	// Used only inside DeviceBackend callbacks and posted tasks, i.e. under the transport's
 	// state lock: the device thread, or the guest thread resetting the device.
@@ -193,6 +204,7 @@ private:
 
 	std::atomic<uint64_t> last_negotiated_{0};
 	std::atomic<bool> hold_deflate_acks_{false};
+	std::atomic<bool> hold_free_page_queue_{false};
 	std::atomic<size_t> held_deflates_count_{0};
 	mutable std::mutex progress_mutex_;
 	mutable std::condition_variable progress_;

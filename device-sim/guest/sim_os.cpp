@@ -176,7 +176,8 @@ bool SimOs::queue_add(vb::QueueKind kind, const vb::Segment* out, unsigned n_out
 		      unsigned n_in, void* token)
 {
 	DriverRing* ring_for_kind = ring(kind);
-	if (!ring_for_kind)
+	// A device that vanished or asked for a reset would never return the buffer.
+	if (!ring_for_kind || !device_serves())
 		return false;
 	std::vector<Segment> out_segments = to_sim_segments(out, n_out);
 	std::vector<Segment> in_segments = to_sim_segments(in, n_in);
@@ -207,18 +208,33 @@ void* SimOs::queue_wait_used(vb::QueueKind kind, uint32_t* len)
 	DriverRing* ring_for_kind = ring(kind);
 	if (!ring_for_kind)
 		return nullptr;
+	bool timed_out = false;
 	for (;;) {
-		if (void* token = ring_for_kind->get_used(len))
+		if (void* token = ring_for_kind->get_used(len)) {
+			if (timed_out)
+				counters_.interrupts_missed++;
 			return token;
-		if (ring_for_kind->broken() || aborted_)
+		}
+		if (ring_for_kind->broken() || aborted_ || !device_serves())
 			return nullptr;
+		if (timed_out) {
+			// Nothing came back in a whole interval: the kick may have been lost.
+			// Kicking again is harmless, so do it rather than wait forever (past the
+			// ring's suppression: nothing new was added since the last kick).
+			counters_.kicks_repeated++;
+			transport_.notify(static_cast<unsigned>(transport_index_[static_cast<size_t>(kind)]));
+		}
 		// Re-check after enabling interrupts: an entry that raced in would otherwise
 		// never be announced.
 		if (!ring_for_kind->enable_interrupts())
 			continue;
 		struct pollfd fds[2] = {{call_fd(kind), POLLIN, 0}, {abort_.fd(), POLLIN, 0}};
-		if (poll(fds, 2, -1) < 0)
+		// Bounded, so a lost interrupt, a lost kick or a device that asked for a reset
+		// is noticed (Linux would wait forever on the first two).
+		const int ready = poll(fds, 2, kRecheckIntervalMs);
+		if (ready < 0)
 			continue;
+		timed_out = ready == 0;
 		if (fds[0].revents & POLLIN) {
 			uint64_t drained;
 			if (read(fds[0].fd, &drained, sizeof(drained)) < 0) {
@@ -226,6 +242,11 @@ void* SimOs::queue_wait_used(vb::QueueKind kind, uint32_t* len)
 			}
 		}
 	}
+}
+
+bool SimOs::device_serves() const
+{
+	return !transport_.removed() && !(transport_.status() & VB_STATUS_NEEDS_RESET);
 }
 
 uint32_t SimOs::queue_size(vb::QueueKind kind)

@@ -33,6 +33,8 @@ struct SimOsCounters {
 	std::atomic<uint64_t> must_tell_host_violations{0};  // a page reused while the host owns it
 	std::atomic<uint64_t> bad_page_operations{0};        // double free, free of a foreign page...
 	std::atomic<uint64_t> warnings_logged{0};
+	std::atomic<uint64_t> interrupts_missed{0}; // a used buffer found only by re-checking
+	std::atomic<uint64_t> kicks_repeated{0};    // a queue kicked again after a quiet interval
 };
 
 // How the guest initialises pages it frees (Linux's init_on_free or page poisoning).
@@ -93,6 +95,11 @@ public:
 	int call_fd(vb::QueueKind kind) const;
 
 private:
+	// How long a wait for the device goes before it looks again on its own.
+	static constexpr int kRecheckIntervalMs = 20;
+	// Neither removed nor asking for a reset: buffers added now can come back.
+	bool device_serves() const;
+
 	GuestMemory& memory_;
 	Transport& transport_;
 	BuddyAllocator& allocator_;

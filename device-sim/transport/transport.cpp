@@ -95,7 +95,7 @@ bool Transport::live() const
 {
 	const uint8_t status = status_.load();
 	return (status & VB_STATUS_DRIVER_OK) &&
-	       !(status & (VB_STATUS_FAILED | VB_STATUS_NEEDS_RESET));
+	       !(status & (VB_STATUS_FAILED | VB_STATUS_NEEDS_RESET)) && !removed_.load();
 }
 
 void Transport::reset_locked()

@@ -98,8 +98,16 @@ public:
 	uint64_t wait_for_interrupt(unsigned index, std::chrono::milliseconds timeout);
 	uint64_t wait_for_config_change(std::chrono::milliseconds timeout);
 
+	// The device is gone (surprise removal, fault_plan.h): it serves nothing any more, and
+	// a driver sees it here (as a guest sees a vanished PCI device read all ones).
+	bool removed() const { return removed_.load(); }
+
 	// ---- Device side: for the backend, inside its callbacks on the device thread ------
 	GuestMemory& memory() { return memory_; }
+	// The device cannot go on: sets DEVICE_NEEDS_RESET and tells the driver (2.1.2).
+	void request_reset_locked() { raise_needs_reset_locked(); }
+	// The device vanishes (any thread): no queue is served from here on.
+	void surprise_remove() { removed_.store(true); }
 	uint64_t negotiated_features() const { return driver_features_.load(); }
 	// DRIVER_OK set, FAILED and NEEDS_RESET clear: the device may process queues.
 	bool live() const;
@@ -162,6 +170,7 @@ private:
 	std::atomic<uint8_t> status_{0};
 	std::atomic<uint64_t> driver_features_{0};
 	std::atomic<bool> activated_{false}; // the device thread has run backend.activate()
+	std::atomic<bool> removed_{false};   // surprise_remove()
 	uint64_t activation_epoch_ = 0;	     // bumped by reset, so stale activations are dropped
 	std::vector<std::unique_ptr<QueueSlot>> queues_;
 

@@ -84,6 +84,8 @@ TEST(FreePageHint, ARoundSendsTheIdThenEveryFreeBlockThenStop)
 	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages);
 	EXPECT_EQ(guest.os.hint_list.size(), kBlocks);
 	EXPECT_EQ(guest.balloon.counters().hint_rounds.get(), 1u);
+	for (const Event& e : guest.os.events_of(Event::kConfigWrite))
+		EXPECT_NE(e.first_pfn, VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET) << "the driver only reads the id";
 
 	// The hinted blocks are exactly the ones on the hint list, each sent once.
 	std::set<uint64_t> sent, held;

@@ -231,6 +231,9 @@ public:
 		old_page.initialised = false;
 		new_page.holder = Holder::kBalloon;
 		new_page.initialised = false;
+		// The core does not record the device's promise for a migration target: the
+		// page was not on the list when its inflate was acknowledged.
+		new_page.vouched = false;
 	}
 
 	void balloon_list_mark_initialised(vb::PageRun run)

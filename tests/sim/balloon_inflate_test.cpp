@@ -153,13 +153,26 @@ TEST(BalloonTarget, TheDriverSeesTheTargetAndReportsActual)
 	guest.start();
 	device.set_target_pages(256);
 	ASSERT_EQ(device.transport().wait_for_config_change(test::kHangTimeout), 1u);
-	const uint32_t target = device.transport().config_read32(VB_CONFIG_NUM_PAGES_OFFSET);
-	ASSERT_EQ(target, 256u);
+	// The driver sees the host's wish as a little-endian le32 in its config space.
+	uint8_t wire[4] = {};
+	ASSERT_TRUE(device.transport().config_read(VB_CONFIG_NUM_PAGES_OFFSET, wire, sizeof(wire)));
+	EXPECT_EQ(wire[0] | wire[1] << 8 | wire[2] << 16 | wire[3] << 24, 256);
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE,
-				    TestGuest::pfn_range(TestGuest::kFirstFreePfn, target)));
-	ASSERT_TRUE(device.transport().config_write32(VB_CONFIG_ACTUAL_OFFSET, target));
-	EXPECT_EQ(device.actual_pages(), 256u);
+				    TestGuest::pfn_range(TestGuest::kFirstFreePfn, 256)));
+
+	// `actual` is the driver's report, kept apart from the host's wish and from what the
+	// host holds: a driver reporting fewer pages than it sent changes neither.
+	ASSERT_TRUE(device.transport().config_write32(VB_CONFIG_ACTUAL_OFFSET, 200));
+	EXPECT_EQ(device.actual_pages(), 200u);
+	EXPECT_EQ(device.target_pages(), 256u);
 	EXPECT_EQ(device.host_owned_pages(), 256u);
+	// Only whole le32 writes count: half a field is refused and changes nothing.
+	const uint16_t half = 7;
+	EXPECT_FALSE(device.transport().config_write(VB_CONFIG_ACTUAL_OFFSET, &half, sizeof(half)));
+	EXPECT_EQ(device.actual_pages(), 200u);
+	// The driver cannot move the target.
+	EXPECT_FALSE(device.transport().config_write32(VB_CONFIG_NUM_PAGES_OFFSET, 1));
+	EXPECT_EQ(device.target_pages(), 256u);
 }
 
 TEST(BalloonReset, AResetGivesEveryPageBackAndClearsActual)

@@ -225,8 +225,19 @@ TEST(Stats, DevicePollingKeepsThemFresh)
 	options.device.stats_polling_interval = std::chrono::milliseconds(5);
 	Machine machine(options);
 	machine.boot();
-	ASSERT_TRUE(machine.device.wait_for_stats_update(3, kSettleTimeout));
-	EXPECT_TRUE(machine.guest.wait_for_stats_reports(2, kSettleTimeout));
+	const uint64_t managed = machine.guest_pages();
+	ASSERT_TRUE(machine.device.wait_for_stats_update(1, kSettleTimeout));
+	EXPECT_EQ(machine.device.last_stats().value(VB_S_MEMFREE), managed * kPageBytes);
+
+	// No request from the host: only its timer asks. An update that began after the
+	// allocation finished (two updates on) must carry the new free memory.
+	vbsim::UserMemory used = machine.guest.allocate_user_memory(1500, 0x44);
+	const uint64_t seen = machine.device.last_stats().update_count;
+	ASSERT_TRUE(machine.device.wait_for_stats_update(seen + 2, kSettleTimeout));
+	EXPECT_EQ(machine.device.last_stats().value(VB_S_MEMFREE), (managed - 1500) * kPageBytes);
+	EXPECT_EQ(machine.device.last_stats().value(VB_S_MINFLT), 1500u);
+	EXPECT_GE(machine.guest.core()->counters().stats_reports.get(), 2u);
+	machine.guest.free_user_memory(used);
 }
 
 // ---- Targets the guest cannot meet ---------------------------------------------------------
@@ -291,6 +302,10 @@ TEST(Remove, WhileInflatedReturnsEveryPage)
 	machine.boot();
 	ASSERT_EQ(machine.balloon_to(5000), vb::StepResult::kSettled);
 	machine.guest.remove();
+	// Told to the host page by page before the reset (a reset would also empty the host's
+	// side, which is why that alone proves nothing).
+	EXPECT_EQ(machine.device.counters().pages_deflated.load(), 5000u);
+	EXPECT_EQ(machine.device.counters().pages_released_by_reset.load(), 0u);
 	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
 	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
 	EXPECT_EQ(machine.guest.os().balloon_list().pages(), 0u);

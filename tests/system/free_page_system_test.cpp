@@ -177,6 +177,34 @@ TEST(FreePageHintSystem, InflateAndDeflateGoOnWhileBlocksAreHeld)
 	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
 }
 
+TEST(FreePageHintSystem, ARoundWaitingOnASlowHostBlocksNeitherInflateNorDeflate)
+{
+	vbsim::BalloonProfile profile = vbsim::qemu_7_2_profile(VB_FEATURE(VB_F_FREE_PAGE_HINT));
+	profile.free_page_queue_size = 8;
+	HintMachine m(hinting_machine(profile));
+	const vb::Balloon<vbsim::SimOs>* core = m.machine.guest.core();
+	m.machine.device.hold_free_page_queue();
+	m.machine.device.start_hint_round();
+	// The round fills the ring (the id and six blocks; one slot stays for STOP) and waits
+	// for the host, which takes nothing.
+	ASSERT_TRUE(m.machine.device.transport().wait_until(
+		[&] { return core->hint_held_pages() == 6 * kBlockPages; }, kSettleTimeout));
+
+	EXPECT_EQ(m.machine.balloon_to(4096), vb::StepResult::kSettled);
+	EXPECT_EQ(m.machine.device.host_owned_pages(), 4096u);
+	EXPECT_EQ(m.machine.balloon_to(0), vb::StepResult::kSettled);
+	EXPECT_EQ(m.machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(core->hint_held_pages(), 6 * kBlockPages) << "the round is still waiting";
+	EXPECT_EQ(m.machine.device.counters().hint_rounds_started.load(), 0u);
+
+	m.machine.device.release_free_page_queue();
+	ASSERT_TRUE(m.machine.device.transport().wait_until(
+		[&] { return m.machine.device.counters().hint_rounds_stopped.load() == 1; }, kSettleTimeout));
+	EXPECT_EQ(core->hint_held_pages(), m.machine.guest_pages());
+	m.finish();
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
+}
+
 TEST(FreePageHintSystem, UnbindingMidHintGivesEveryHeldBlockBack)
 {
 	HintMachine m;
@@ -184,6 +212,50 @@ TEST(FreePageHintSystem, UnbindingMidHintGivesEveryHeldBlockBack)
 	ASSERT_GT(m.machine.guest.core()->hint_held_pages(), 0u);
 	m.machine.guest.remove();
 	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
+	EXPECT_EQ(m.machine.guest.os().hint_list_pages(), 0u);
+	EXPECT_EQ(m.machine.guest.allocator().check_consistency(), "");
+}
+
+TEST(FreePageHintSystem, APatternGuestRewritesTheHintedPagesItGetsBackAfterDone)
+{
+	MachineOptions options = hinting_machine();
+	options.guest.free_policy = {true, 0xaa};
+	HintMachine m(options);
+	m.run_round();
+	const uint64_t held = m.machine.guest.core()->hint_held_pages();
+	const uint64_t written = m.machine.guest.os().counters().pages_initialised_by_guest.load();
+	m.finish();
+	// The device may have changed hinted pages before DONE: their content is undefined, so
+	// a guest that keeps a pattern in free pages writes it again.
+	EXPECT_EQ(m.machine.guest.os().counters().pages_initialised_by_guest.load(), written + held);
+	auto block = m.machine.guest.allocator().allocate(10);
+	ASSERT_TRUE(block);
+	const uint8_t* p = m.machine.memory.translate(*block * kPageBytes, kBlockPages * kPageBytes);
+	for (uint64_t i = 0; i < kBlockPages * kPageBytes; i++)
+		ASSERT_EQ(p[i], 0xaa);
+	EXPECT_TRUE(m.machine.guest.allocator().free_run(*block, kBlockPages));
+}
+
+TEST(FreePageHintSystem, AResetDuringARoundLosesNoBlock)
+{
+	vbsim::BalloonProfile profile = vbsim::qemu_7_2_profile(VB_FEATURE(VB_F_FREE_PAGE_HINT));
+	profile.free_page_queue_size = 8; // the round must wait on the device, which then breaks
+	MachineOptions options = hinting_machine(profile);
+	options.device.faults.on(VB_QUEUE_FREE_PAGE).break_after_chains = 3;
+	HintMachine m(options);
+	const auto* core = m.machine.guest.core();
+	m.machine.device.start_hint_round();
+	// The round stops when its wait finds the device asking for a reset; the work item ends.
+	ASSERT_TRUE(m.machine.guest.wait_for(
+		[&] { return m.machine.device.fault_counters().broke.load() && core->counters().queue_failures.get() > 0; },
+		kSettleTimeout));
+	const uint64_t held = core->hint_held_pages();
+	EXPECT_GT(held, 0u);
+	EXPECT_EQ(m.machine.guest.allocator().counts().free + held, m.machine.guest_pages());
+	EXPECT_EQ(m.recorder.bytes(RecordedEvent::kHinted, m.machine.device.hint_cmd_id()), 2 * kBlockPages * kPageBytes)
+		<< "the id and two blocks were served before the device broke";
+	m.machine.guest.remove();
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages()) << "every held block came back";
 	EXPECT_EQ(m.machine.guest.os().hint_list_pages(), 0u);
 	EXPECT_EQ(m.machine.guest.allocator().check_consistency(), "");
 }
@@ -259,6 +331,8 @@ TEST(FreePageReportSystem, FreedMemoryLeavesTheHostAndComesBackAsZero)
 	EXPECT_GE(m.machine.device.counters().pages_reported_discarded.load(), m.machine.guest_pages());
 	EXPECT_EQ(m.machine.guest.core()->counters().report_failures.get(), 0u);
 	EXPECT_GT(m.recorder.count(RecordedEvent::kReported), 0u);
+	for (const auto& e : m.recorder.events())
+		EXPECT_GE(e.bytes, 512 * kPageBytes) << "only large blocks are reported (pageblock order)";
 
 	// Reported pages are ordinary free pages: allocated again they read as zero.
 	auto block = m.machine.guest.allocator().allocate(9);
@@ -341,6 +415,40 @@ TEST(FreePageReportSystem, CloudHypervisorAndFirecrackerReportToo)
 		ASSERT_TRUE(m.all_free_reported()) << profile.name;
 		EXPECT_EQ(m.managed_resident(), 0u) << profile.name;
 	}
+}
+
+TEST(FreePageReportSystem, ADeviceThatVanishesMidReportLosesNoPageAndMarksNothing)
+{
+	MachineOptions options = reporting_machine();
+	options.device.faults.on(VB_QUEUE_REPORTING).vanish_after_chains = 1;
+	Machine machine(options);
+	machine.boot();
+	auto& allocator = machine.guest.allocator();
+	// The first report (all free memory at boot) is acknowledged...
+	ASSERT_TRUE(machine.guest.wait_for(
+		[&] { return allocator.isolated_pages() == 0 && allocator.reported_pages() == allocator.counts().free; },
+		kSettleTimeout));
+	// ...the next one, for a block the workload used and freed, is taken and never returned.
+	vbsim::UserMemory user = machine.guest.allocate_user_memory(1024, 0x5a);
+	ASSERT_FALSE(user.oom_killed);
+	const uint64_t used_pfn = user.runs.at(0).first_pfn;
+	machine.guest.free_user_memory(user);
+	ASSERT_TRUE(machine.guest.wait_for(
+		[&] {
+			return machine.guest.core()->counters().report_failures.get() > 0 &&
+			       allocator.isolated_pages() == 0;
+		},
+		kSettleTimeout));
+	EXPECT_TRUE(machine.device.fault_counters().vanished.load());
+	EXPECT_EQ(machine.guest.core()->counters().reports.get(), 1u);
+	// Exactly the acknowledged report's blocks are marked; every page is free again.
+	EXPECT_EQ(allocator.reported_pages(), machine.guest_pages() - 1024)
+		<< "the block of the lost report is not marked";
+	EXPECT_FALSE(allocator.is_reported(used_pfn));
+	EXPECT_EQ(allocator.counts().free, machine.guest_pages());
+	machine.guest.remove();
+	EXPECT_EQ(allocator.counts().free, machine.guest_pages());
+	EXPECT_EQ(allocator.check_consistency(), "");
 }
 
 TEST(FreePageReportSystem, BallooningAndReportingShareTheGuestWithoutLosingPages)

@@ -94,12 +94,12 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 		update_actual_locked();
 		os_.unlock();
 	}
-	if (short_of_pages || !all_acknowledged) {
-		// Out of pages, or the host did not take what it was sent: retry later rather
-		// than spin on a queue that refuses.
-		counters_.alloc_failures.add(short_of_pages ? 1 : 0);
+	if (short_of_pages)
+		counters_.alloc_failures.add(1);
+	// Out of pages, or the host did not take what it was sent: retry later rather than
+	// spin on a queue that refuses.
+	if (short_of_pages || !all_acknowledged)
 		return StepResult::kStalled;
-	}
 	return StepResult::kMoreWork;
 }
 
