@@ -59,11 +59,12 @@ struct KernelOs {
 		vb_os_adjust_managed_pages(dev, c_run(run), add);
 	}
 	void initialise_pages(vb::PageRun run) { vb_os_initialise_pages(dev, c_run(run)); }
-	// The module does not run the hint work item yet (to_traits() leaves
-	// runs_free_page_hinting false), so FREE_PAGE_HINT is never negotiated and the core
-	// never calls these two. The hint glue (branch hintglue) replaces them with the list.
-	void hint_list_insert(vb::PageRun run) { vb_os_free_page_run(dev, c_run(run)); }
-	size_t hint_list_take(vb::PageRun*, size_t, uint64_t) { return 0; }
+	void hint_list_insert(vb::PageRun run) { vb_os_hint_list_insert(dev, c_run(run)); }
+	size_t hint_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
+	{
+		return vb_os_hint_list_take(dev, reinterpret_cast<vballoon_page_run*>(runs),
+					    max_runs, max_pages);
+	}
 	uint64_t phys_addr(const void* buffer) { return vb_os_phys_addr(buffer); }
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,
 		       const vb::Segment* in, unsigned n_in, void* token)
@@ -129,8 +130,10 @@ static_assert(static_cast<int>(vb::StepResult::kSettled) == VB_OS_STEP_SETTLED &
 
 using KernelBalloon = vb::Balloon<KernelOs>;
 
-// The longest chain the core builds: a chunked message plus its bitmap.
+// The longest chains the core builds: a chunked message plus its bitmap, and a report.
 static_assert(KernelBalloon::kChunksPerMessageMax + 1 <= VB_OS_MAX_SEGMENTS);
+static_assert(KernelBalloon::kReportRunsMax == VB_OS_REPORT_RUNS_MAX &&
+	      VB_OS_REPORT_RUNS_MAX <= VB_OS_MAX_SEGMENTS);
 
 // What lives in the C side's kmalloc allocation: the OS object first, since the balloon keeps
 // a reference to it. The step's page runs live in a second allocation (StepRuns).
@@ -160,6 +163,8 @@ vb::GuestTraits to_traits(const vballoon_guest_traits* traits)
 	out.freed_pages_need_pattern = traits->freed_pages_need_pattern;
 	out.free_page_pattern = traits->free_page_pattern;
 	out.max_alloc_order = traits->max_alloc_order;
+	out.runs_free_page_hinting = traits->runs_free_page_hinting;
+	out.runs_page_reporting = traits->runs_page_reporting;
 	return out;
 }
 
@@ -303,6 +308,37 @@ uint64_t vballoon_core_balloon_pfns(const vballoon_core* core)
 void vballoon_core_set_max_chunk_order(vballoon_core* core, unsigned int order)
 {
 	balloon(core).set_max_chunk_order(order);
+}
+
+bool vballoon_core_hint_config_changed(vballoon_core* core)
+{
+	return balloon(core).hint_config_changed();
+}
+
+void vballoon_core_handle_free_page_hint(vballoon_core* core)
+{
+	balloon(core).handle_free_page_hint();
+}
+
+uint64_t vballoon_core_hint_held_pages(const vballoon_core* core)
+{
+	return storage(core)->balloon.hint_held_pages();
+}
+
+uint64_t vballoon_core_hint_release(vballoon_core* core, uint64_t max_pages)
+{
+	return balloon(core).hint_release(max_pages);
+}
+
+void vballoon_core_hint_device_reset(vballoon_core* core)
+{
+	balloon(core).hint_device_reset();
+}
+
+bool vballoon_core_report_free_pages(vballoon_core* core, const vballoon_page_run* runs,
+				     size_t count)
+{
+	return balloon(core).report_free_pages(reinterpret_cast<const vb::PageRun*>(runs), count);
 }
 
 const char* vballoon_core_counter(const vballoon_core* core, unsigned int index, uint64_t* value)

@@ -10,7 +10,9 @@
 #include <linux/balloon_compaction.h>
 #include <linux/mutex.h>
 #include <linux/notifier.h>
+#include <linux/page_reporting.h>
 #include <linux/scatterlist.h>
+#include <linux/shrinker.h>
 #include <linux/spinlock.h>
 #include <linux/virtio.h>
 #include <linux/wait.h>
@@ -58,9 +60,41 @@ struct vballoon_dev {
 	struct notifier_block oom_nb;
 	bool oom_registered;
 	struct dentry *debugfs_dir;
+
+	/* Free page hinting (vballoon_free_pages.c). */
+	struct workqueue_struct *hint_wq;
+	struct work_struct hint_work;
+	/* Blocks held as hints, linked through their first page; see vb_os_hint_list_*(). */
+	spinlock_t hint_lock;
+	struct list_head hint_blocks;
+	struct shrinker hint_shrinker;
+	bool hint_shrinker_registered;
+	/* Hint blocks gathered into descriptor chains (vballoon_hint_batch_*()). */
+	struct vballoon_hint_batch *hint_batch;
+
+	/* Free page reporting. */
+	struct page_reporting_dev_info pr_dev_info;
+	bool reporting_registered;
+	struct vballoon_page_run report_runs[VB_OS_REPORT_RUNS_MAX];
+
 	/* Fault injection for tests (debugfs "fail_next_restore"): see vballoon_restore(). */
 	bool fail_next_restore;
 };
+
+/* vballoon_free_pages.c: free page hinting and reporting around the core. */
+int vballoon_free_pages_init(struct vballoon_dev *vb);
+void vballoon_free_pages_start(struct vballoon_dev *vb);
+void vballoon_free_pages_config_changed(struct vballoon_dev *vb);
+void vballoon_free_pages_stop(struct vballoon_dev *vb);
+void vballoon_free_pages_device_reset(struct vballoon_dev *vb);
+void vballoon_free_pages_destroy(struct vballoon_dev *vb);
+/* free_page_vq as vballoon_os.c's queue functions see it; see vballoon_free_pages.c. */
+bool vballoon_hint_batch_add(struct vballoon_dev *vb, const struct vballoon_segment *out,
+			     unsigned int n_out, const struct vballoon_segment *in,
+			     unsigned int n_in, void *token);
+void vballoon_hint_batch_flush(struct vballoon_dev *vb);
+void *vballoon_hint_batch_drained(struct vballoon_dev *vb, uint32_t *len);
+void *vballoon_hint_batch_unpack(struct vballoon_dev *vb, void *token);
 
 /* Module parameter: messages above this vb_os_vlog() level are dropped. */
 extern unsigned int vballoon_log_level;

@@ -9,6 +9,7 @@
  *   probe           -> core init, prepare() (before DRIVER_OK), start() (after)
  *   config change   -> update work -> adjust_towards_target(), again while it asks
  *   statsq callback -> stats work -> handle_stats_request()
+ *   hinting, reporting -> vballoon_free_pages.c
  *   OOM notifier    -> deflate_for_oom()
  *   compaction      -> migrate_page()
  *   remove, freeze  -> work stopped, release_all(), reset, release_after_reset(),
@@ -88,11 +89,13 @@ static void vballoon_guest_traits(struct vballoon_guest_traits *traits)
 	traits->freed_pages_need_pattern = want_init_on_free() || page_poisoning_enabled_static();
 	traits->free_page_pattern = want_init_on_free() ? 0 : PAGE_POISON * 0x01010101u;
 	traits->max_alloc_order = MAX_ORDER - 1;
+	traits->runs_free_page_hinting = true;
+	traits->runs_page_reporting = IS_ENABLED(CONFIG_PAGE_REPORTING);
 }
 
 /* ---- Queues ----------------------------------------------------------------------- */
 
-/* Inflate and deflate acknowledgements. */
+/* Inflate, deflate, report acknowledgements; hint buffers returned while a round waits. */
 static void vballoon_ack(struct virtqueue *vq)
 {
 	struct vballoon_dev *vb = vq->vdev->priv;
@@ -120,12 +123,16 @@ static const char *const vballoon_vq_names[VB_QUEUE_KIND_COUNT] = {
 	[VB_QUEUE_REPORTING] = "reporting_vq",
 };
 
-/* The free page queue has no callback: virtio_balloon drains it before each add. */
+/*
+ * The free page queue's callback is off except while a hint round waits for room
+ * (vb_os_queue_wait_used()): the device returns every block, and an interrupt for each
+ * would only slow the round down.
+ */
 static vq_callback_t *const vballoon_vq_callbacks[VB_QUEUE_KIND_COUNT] = {
 	[VB_QUEUE_INFLATE] = vballoon_ack,
 	[VB_QUEUE_DEFLATE] = vballoon_ack,
 	[VB_QUEUE_STATS] = vballoon_stats_request,
-	[VB_QUEUE_FREE_PAGE] = NULL,
+	[VB_QUEUE_FREE_PAGE] = vballoon_ack,
 	[VB_QUEUE_REPORTING] = vballoon_ack,
 };
 
@@ -151,6 +158,8 @@ static int vballoon_init_vqs(struct vballoon_dev *vb)
 		return err;
 	for (kind = 0; kind < VB_QUEUE_KIND_COUNT; kind++)
 		vb->vqs[kind] = names[kind] ? vqs[kind] : NULL;
+	if (vb->vqs[VB_QUEUE_FREE_PAGE])
+		virtqueue_disable_cb(vb->vqs[VB_QUEUE_FREE_PAGE]);
 	return 0;
 }
 
@@ -207,8 +216,10 @@ static void vballoon_changed(struct virtio_device *vdev)
 
 	spin_lock_irqsave(&vb->stop_lock, flags);
 	/* mod_: a step waiting out a stall runs now, towards the new target. */
-	if (!vb->stopping)
+	if (!vb->stopping) {
 		mod_delayed_work(system_freezable_wq, &vb->update_work, 0);
+		vballoon_free_pages_config_changed(vb);
+	}
 	spin_unlock_irqrestore(&vb->stop_lock, flags);
 }
 
@@ -388,6 +399,9 @@ static int vballoon_probe(struct virtio_device *vdev)
 #ifdef CONFIG_BALLOON_COMPACTION
 	vb->b_dev_info.migratepage = vballoon_migratepage;
 #endif
+	err = vballoon_free_pages_init(vb);
+	if (err)
+		goto out_free_vb;
 
 	err = vballoon_init_vqs(vb);
 	if (err)
@@ -428,6 +442,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 
 	virtio_device_ready(vdev);
 	vballoon_core_start(vb->core);
+	vballoon_free_pages_start(vb);
 	/* Config changes before this point were not delivered; the device may want a balloon. */
 	vballoon_queue_update(vb, 0);
 	return 0;
@@ -439,6 +454,7 @@ out_free_core:
 out_del_vqs:
 	vballoon_del_vqs(vb);
 out_free_vb:
+	vballoon_free_pages_destroy(vb);
 	kvfree(vb->runs_mem);
 	kfree(vb);
 	vdev->priv = NULL;
@@ -446,19 +462,22 @@ out_free_vb:
 }
 
 /*
- * Remove and freeze: nothing may start a balloon operation any more (work, OOM notifier),
- * every page the host acknowledges goes back while the device still listens, then the
- * device is reset, the rest comes back without a message, and the queues are deleted. A device whose restore failed has no queues left and an
- * empty balloon: only the reset remains to do.
+ * Remove and freeze: nothing may start a balloon operation any more (work, OOM notifier,
+ * hinting, reporting), every page the host acknowledges goes back while the device still
+ * listens, then the device is reset; held hint blocks and the rest of the balloon come back
+ * without a message, and the queues are deleted. A device whose restore failed has no
+ * queues left and an empty balloon: only the reset remains to do.
  */
 static void vballoon_shut_down_device(struct vballoon_dev *vb)
 {
 	vballoon_unregister_oom(vb);
 	vballoon_stop_work(vb);
+	vballoon_free_pages_stop(vb);
 	if (vb->vqs[VB_QUEUE_INFLATE])
 		vballoon_core_release_all(vb->core);
 	virtio_reset_device(vb->vdev);
 	if (vb->vqs[VB_QUEUE_INFLATE]) {
+		vballoon_free_pages_device_reset(vb);
 		vballoon_release_after_reset(vb);
 		vballoon_del_vqs(vb);
 	}
@@ -472,6 +491,7 @@ static void vballoon_remove(struct virtio_device *vdev)
 	debugfs_remove_recursive(vb->debugfs_dir);
 
 	vballoon_core_destroy(vb->core);
+	vballoon_free_pages_destroy(vb);
 	kfree(vb->core_mem);
 	kvfree(vb->runs_mem);
 	kfree(vb);
@@ -517,6 +537,7 @@ static int vballoon_restore(struct virtio_device *vdev)
 	vballoon_start_work(vb);
 	virtio_device_ready(vdev);
 	vballoon_core_start(vb->core);
+	vballoon_free_pages_start(vb);
 	vballoon_queue_update(vb, 0);
 	return 0;
 

@@ -25,6 +25,7 @@
 #include <linux/virtio_balloon.h>
 #include <linux/virtio_config.h>
 #include <linux/vmstat.h>
+#include <linux/workqueue.h>
 
 #include "vballoon_dev.h"
 
@@ -52,16 +53,27 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *p
 			return false;
 		page = alloc_pages(VB_OS_GFP_BLOCK, order);
 		/*
-		 * Every page of the block is enqueued, migrated and freed on its own, so it
-		 * needs its own reference count.
+		 * Every page of a balloon block is enqueued, migrated and freed on its own, so
+		 * it needs its own reference count. A free page hint block (asked for by the
+		 * hint work item) stays whole: it only ever goes back in one piece (see
+		 * vb_os_free_page_run()), and splitting 1024 pages would cost the round time
+		 * in its race with the migration.
 		 */
-		if (page)
+		if (page && current_work() != &dev->hint_work)
 			split_page(page, order);
 	}
 	if (!page)
 		return false;
 	*pfn = page_to_pfn(page);
 	return true;
+}
+
+/* A block allocated whole (a hint block): only its first page holds a reference. */
+static bool vb_os_whole_block(const struct vballoon_page_run *run)
+{
+	return run->count > 1 && is_power_of_2(run->count) &&
+	       IS_ALIGNED(run->first_pfn, run->count) &&
+	       page_ref_count(pfn_to_page(run->first_pfn + 1)) == 0;
 }
 
 /*
@@ -102,6 +114,12 @@ static unsigned int vb_os_block_order(uint64_t pfn, uint64_t count)
 void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run)
 {
 	uint64_t done = 0;
+
+	/* Pages of split blocks (every balloon page) each hold their own reference. */
+	if (vb_os_whole_block(run)) {
+		__free_pages(pfn_to_page(run->first_pfn), ilog2(run->count));
+		return;
+	}
 
 	/*
 	 * As virtio_balloon's release_pages_balloon(), the balloon's reference is dropped, but
@@ -285,6 +303,13 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 
 	if (!vq || WARN_ON_ONCE(n_out + n_in == 0 || n_out + n_in > VB_OS_MAX_SEGMENTS))
 		return false;
+	if (kind == VB_QUEUE_FREE_PAGE) {
+		/* Hint blocks wait for the next kick, gathered into one chain. */
+		if (vballoon_hint_batch_add(dev, out, n_out, in, n_in, token))
+			return true;
+		/* Anything else (an id, STOP) goes behind the blocks added before it. */
+		vballoon_hint_batch_flush(dev);
+	}
 	/* Per-queue scratch: virtqueue users already serialise their calls per queue. */
 	sg = dev->sg[kind];
 	sgs = dev->sgs[kind];
@@ -313,6 +338,8 @@ void vb_os_queue_kick(struct vballoon_dev *dev, unsigned int kind)
 {
 	struct virtqueue *vq = vb_os_vq(dev, kind);
 
+	if (kind == VB_QUEUE_FREE_PAGE)
+		vballoon_hint_batch_flush(dev);
 	if (vq)
 		virtqueue_kick(vq);
 }
@@ -325,7 +352,14 @@ void *vb_os_queue_get_used(struct vballoon_dev *dev, unsigned int kind, uint32_t
 
 	if (!vq)
 		return NULL;
+	if (kind == VB_QUEUE_FREE_PAGE) {
+		token = vballoon_hint_batch_drained(dev, len);
+		if (token)
+			return token;
+	}
 	token = virtqueue_get_buf(vq, &used_len);
+	if (kind == VB_QUEUE_FREE_PAGE)
+		token = vballoon_hint_batch_unpack(dev, token);
 	*len = used_len;
 	return token;
 }
@@ -338,6 +372,15 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 
 	if (!vq)
 		return NULL;
+	if (kind == VB_QUEUE_FREE_PAGE) {
+		/* Nothing to wait for that the device has not been given. */
+		vballoon_hint_batch_flush(dev);
+		token = vballoon_hint_batch_drained(dev, len);
+		if (token)
+			return token;
+		/* The free page queue interrupts only while someone waits (vballoon_init_vqs()). */
+		virtqueue_enable_cb(vq);
+	}
 	for (;;) {
 		/* The queue's callback wakes `acked` (vballoon_ack). */
 		wait_event_timeout(dev->acked, (token = virtqueue_get_buf(vq, &used_len)),
@@ -346,8 +389,14 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 			break;
 		/* A broken queue (the device went away) will never return the buffer. */
 		if (virtqueue_is_broken(vq))
-			return NULL;
+			break;
 	}
+	if (kind == VB_QUEUE_FREE_PAGE) {
+		virtqueue_disable_cb(vq);
+		token = vballoon_hint_batch_unpack(dev, token);
+	}
+	if (!token)
+		return NULL;
 	*len = used_len;
 	return token;
 }

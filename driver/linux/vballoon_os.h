@@ -51,6 +51,10 @@ struct vballoon_guest_traits {
 	uint32_t free_page_pattern;
 	uint32_t max_alloc_order;
 	bool freed_pages_need_pattern;
+	/* The glue runs the hint work item and shrinker (vballoon_free_pages.c). */
+	bool runs_free_page_hinting;
+	/* The glue registers with the kernel's page_reporting (CONFIG_PAGE_REPORTING). */
+	bool runs_page_reporting;
 };
 
 /* vb::LogLevel values (checked in kernel_os.cpp). */
@@ -88,6 +92,10 @@ void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint
 void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run,
 				bool add);
 void vb_os_initialise_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run);
+/* The blocks held as free page hints (vballoon_free_pages.c), under their own spinlock. */
+void vb_os_hint_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run);
+size_t vb_os_hint_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+			    size_t max_runs, uint64_t max_pages);
 uint64_t vb_os_phys_addr(const void *buffer);
 bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 		     const struct vballoon_segment *out, unsigned int n_out,
@@ -142,6 +150,18 @@ void vballoon_core_release_after_reset(struct vballoon_core *core);
 uint64_t vballoon_core_target_pfns(struct vballoon_core *core);
 uint64_t vballoon_core_balloon_pfns(const struct vballoon_core *core);
 void vballoon_core_set_max_chunk_order(struct vballoon_core *core, unsigned int order);
+
+/* Free page hinting; hint_config_changed() may be called in any context. */
+bool vballoon_core_hint_config_changed(struct vballoon_core *core);
+void vballoon_core_handle_free_page_hint(struct vballoon_core *core);
+uint64_t vballoon_core_hint_held_pages(const struct vballoon_core *core);
+uint64_t vballoon_core_hint_release(struct vballoon_core *core, uint64_t max_pages);
+void vballoon_core_hint_device_reset(struct vballoon_core *core);
+
+/* Free page reporting: at most VB_OS_REPORT_RUNS_MAX runs; true once the device acked. */
+#define VB_OS_REPORT_RUNS_MAX 32
+bool vballoon_core_report_free_pages(struct vballoon_core *core,
+				     const struct vballoon_page_run *runs, size_t count);
 
 /* The core's counters by index, for debugfs: the name, or NULL past the last one. */
 const char *vballoon_core_counter(const struct vballoon_core *core, unsigned int index,

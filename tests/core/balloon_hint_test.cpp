@@ -19,7 +19,7 @@ constexpr uint64_t kHint = VB_FEATURE(VB_F_FREE_PAGE_HINT);
 
 struct HintGuest {
 	explicit HintGuest(uint64_t features = kHint, vb::GuestTraits traits = {})
-		: os(kFirstPfn, kGuestPages), balloon(os, features, traits)
+		: os(kFirstPfn, kGuestPages), balloon(os, features, traits, runs)
 	{
 		EXPECT_TRUE(balloon.prepare());
 		balloon.start();
@@ -46,6 +46,7 @@ struct HintGuest {
 	uint64_t free_pages() const { return os.allocator.counts().free; }
 
 	FakeOs os;
+	vb::Balloon<FakeOs>::StepRuns runs;
 	vb::Balloon<FakeOs> balloon;
 };
 

@@ -14,12 +14,13 @@ constexpr uint64_t kReporting = VB_FEATURE(VB_F_PAGE_REPORTING);
 
 struct ReportGuest {
 	explicit ReportGuest(uint64_t features = kReporting, vb::GuestTraits traits = {})
-		: os(kFirstPfn, kGuestPages), balloon(os, features, traits)
+		: os(kFirstPfn, kGuestPages), balloon(os, features, traits, runs)
 	{
 		EXPECT_TRUE(balloon.prepare());
 		balloon.start();
 	}
 	FakeOs os;
+	vb::Balloon<FakeOs>::StepRuns runs;
 	vb::Balloon<FakeOs> balloon;
 };
 

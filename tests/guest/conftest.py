@@ -91,7 +91,7 @@ class VMHolder:
         self.dut = dut
         self.kind = kind
         self.balloon_props = balloon_props
-        self.vm_kwargs = vm_kwargs
+        self.vm_kwargs = vm_kwargs  # more GuestVM arguments (init_on_alloc_off, ...)
         self.vm: GuestVM | None = None
         self.boots = 0
         self.boot_error: str | None = None
@@ -188,6 +188,18 @@ def lifecycle_holder(driver):
     h.close()
 
 
+def fresh_vm(dut: DriverUnderTest, kind: str, balloon_props: dict, *,
+             init_on_alloc_off: bool = True):
+    """A guest of its own for one test (a device configuration no other test shares), with
+    the driver loaded and the balloon empty; stopped when the test ends.  The same checks
+    as the shared guests: it must not get tainted."""
+    holder = VMHolder(dut, kind, balloon_props, init_on_alloc_off=init_on_alloc_off)
+    try:
+        yield from _vm_fixture(holder, dut)
+    finally:
+        holder.close()
+
+
 @pytest.fixture
 def plain_vm(plain_holder, driver):
     yield from _vm_fixture(plain_holder, driver)
@@ -201,3 +213,52 @@ def lifecycle_vm(lifecycle_holder, driver):
 @pytest.fixture
 def oom_vm(oom_holder, driver):
     yield from _vm_fixture(oom_holder, driver)
+
+
+# Guests of their own, one per test: device configurations no other test shares.
+
+@pytest.fixture
+def report_vm(driver):
+    """free-page-reporting=on."""
+    yield from fresh_vm(driver, "report", {"free-page-reporting": "on"})
+
+
+@pytest.fixture
+def hint_vm(driver):
+    """free-page-hint=on (with the iothread QEMU requires for it)."""
+    yield from fresh_vm(driver, "hint", {"free-page-hint": "on"})
+
+
+@pytest.fixture
+def options_vm(driver, request):
+    """Balloon device properties given by indirect parametrization (a dict)."""
+    yield from fresh_vm(driver, "options", request.param)
+
+
+@pytest.fixture
+def compare_vm(driver, request):
+    """A guest for the migration comparison: request.param is (kind, balloon properties,
+    boot with init_on_alloc=0)."""
+    kind, props, init_on_alloc_off = request.param
+    yield from fresh_vm(driver, kind, props, init_on_alloc_off=init_on_alloc_off)
+
+
+# The migration comparison's rows, collected over the session (test_migration_compare.py),
+# printed as a table at the end and written as JSON.
+MIGRATION_COMPARE_ROWS: list[dict] = []
+
+
+def migration_compare_json_path() -> str:
+    return os.environ.get("VBALLOON_MIGRATION_JSON",
+                          os.path.join(guest_image.work_dir(), "migration_compare.json"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not MIGRATION_COMPARE_ROWS:
+        return
+    import migration_table  # noqa: PLC0415 - only when the comparison ran
+    path = migration_compare_json_path()
+    migration_table.write_json(MIGRATION_COMPARE_ROWS, path)
+    terminalreporter.section("migration comparison")
+    terminalreporter.write_line(migration_table.format_table(MIGRATION_COMPARE_ROWS))
+    terminalreporter.write_line(f"JSON: {path}")

@@ -49,11 +49,16 @@ BALLOON_ROOT_PORT = "rp0"
 # driver pass while still catching one that never gets there.
 BALLOON_TIMEOUT_S = 60.0
 
+# no_timer_check: on a loaded host a TCG guest can miss the early IO-APIC timer check and
+# panic ("IO-APIC + timer doesn't work!"); the check proves nothing about a virtual timer.
+BASE_APPEND = "console=ttyS0 panic=-1 no_timer_check"
 # init_on_alloc=0: Debian's CONFIG_INIT_ON_ALLOC_DEFAULT_ON would zero every page the balloon
-# allocates (10-20x slower inflation under TCG); see docs in /work/shared/docs/qemu-guest.md.
-# no_timer_check: on a loaded host a TCG guest can miss the IO-APIC timer check at boot and
-# panic ("IO-APIC + timer doesn't work!"); seen once on this machine during a parallel build.
-BASE_APPEND = "console=ttyS0 panic=-1 init_on_alloc=0 no_timer_check"
+# allocates (10-20x slower inflation under TCG) and every block a free page hint takes (which
+# dirties it again); see docs in /work/shared/docs/qemu-guest.md.  Guests boot with it unless
+# a test studies exactly that effect (GuestVM(init_on_alloc_off=False)).
+INIT_ON_ALLOC_OFF = "init_on_alloc=0"
+# QEMU 7.2's free-page-hint=on refuses to start without an iothread to poll the hint queue.
+BALLOON_IOTHREAD = "balloon-io"
 
 
 # Kernel taint flags, bit i = TAINT_LETTERS[i] (Documentation/admin-guide/tainted-kernels.rst).
@@ -126,16 +131,21 @@ def _set_pdeathsig():
 class GuestVM:
     def __init__(self, img: guest_image.GuestImage, *, name: str = "guest", ram_mib: int = 2048,
                  smp: int = 2, balloon_props: dict | None = None, append: str = "",
-                 log_dir: str | None = None, hotpluggable_balloon: bool = False):
+                 log_dir: str | None = None, init_on_alloc_off: bool = True,
+                 extra_args: list[str] | None = None, hotpluggable_balloon: bool = False):
         self.img = img
         self.name = name
         self.ram_bytes = ram_mib * MIB
         self.ram_mib = ram_mib
         self.smp = smp
         self.balloon_props = dict(balloon_props or {})
+        self.append = " ".join(a for a in (BASE_APPEND, INIT_ON_ALLOC_OFF if init_on_alloc_off
+                                           else "", append) if a)
+        self.extra_args = list(extra_args or [])  # more QEMU options, e.g. -msg timestamp=on
+        if self.balloon_props.get("free-page-hint") == "on":
+            self.balloon_props.setdefault("iothread", BALLOON_IOTHREAD)
         # Behind a PCIe root port, so device_del can unplug it (the guest's pciehp does).
         self.hotpluggable_balloon = hotpluggable_balloon
-        self.append = f"{BASE_APPEND} {append}".strip()
         self.log_dir = log_dir or os.path.join(guest_image.work_dir(), "logs")
         self.console_log = os.path.join(self.log_dir, f"{name}.console.log")
         self.proc: subprocess.Popen | None = None
@@ -161,8 +171,10 @@ class GuestVM:
             port = ["-device", f"pcie-root-port,id={BALLOON_ROOT_PORT},chassis=1,slot=1"]
             props += f",bus={BALLOON_ROOT_PORT}"
         r = self._rundir
+        iothread = self.balloon_props.get("iothread")
+        objects = ["-object", f"iothread,id={iothread}"] if iothread else []
         return [
-            QEMU, "-machine", "q35", "-accel", "tcg", "-m", f"{self.ram_mib}M",
+            QEMU, *objects, "-machine", "q35", "-accel", "tcg", "-m", f"{self.ram_mib}M",
             "-smp", str(self.smp), "-nodefaults", "-no-user-config", "-display", "none",
             "-no-reboot", "-kernel", self.img.vmlinux, "-initrd", self.img.initramfs,
             "-append", self.append,
@@ -171,7 +183,7 @@ class GuestVM:
             "-chardev", f"socket,id=cmd,path={r}/cmd.sock",
             "-serial", "chardev:cmd",
             "-qmp", f"unix:{r}/qmp.sock,server=on,wait=off",
-        ] + port + ["-device", f"virtio-balloon-pci,id=balloon0{props}"]
+        ] + port + ["-device", f"virtio-balloon-pci,id=balloon0{props}", *self.extra_args]
 
     def start(self, boot_timeout: float = 90.0) -> "GuestVM":
         if shutil.which(QEMU) is None:

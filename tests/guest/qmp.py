@@ -185,3 +185,33 @@ class QMP:
 
     def qom_set(self, path: str, prop: str, value) -> None:
         self.execute("qom-set", {"path": path, "property": prop, "value": value})
+
+    # -- migration helpers ---------------------------------------------------------------------
+
+    def migrate_set_parameters(self, **params) -> None:
+        """migrate-set-parameters; Python names with "_" become QMP's "-" names."""
+        self.execute("migrate-set-parameters",
+                     {k.replace("_", "-"): v for k, v in params.items()})
+
+    def migrate(self, uri: str) -> None:
+        """Start an outgoing migration; returns at once (poll query_migrate)."""
+        self.execute("migrate", {"uri": uri})
+
+    def query_migrate(self) -> dict:
+        return self.execute("query-migrate")
+
+    def wait_migration(self, timeout: float, interval: float = 0.05) -> dict:
+        """Poll query-migrate until the migration completed; returns its final answer.
+        Raises if it failed or was cancelled, or did not finish within `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.query_migrate()
+            status = info.get("status")
+            if status == "completed":
+                return info
+            if status in ("failed", "cancelled"):
+                raise QMPError("migrate", {"class": status,
+                                           "desc": info.get("error-desc", str(info))})
+            if time.monotonic() > deadline:
+                raise QMPTimeout(f"migration not completed after {timeout} s: {info}")
+            time.sleep(interval)  # poll interval, bounded by the deadline above
