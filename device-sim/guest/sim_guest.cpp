@@ -201,7 +201,7 @@ void SimGuest::worker()
 {
 	int stats_fd = os_->call_fd(vb::QueueKind::kStats);
 	{
-		std::lock_guard running(vcpu_);
+		std::shared_lock running(vcpu_);
 		adjust_pass(); // a target set before the driver bound counts too
 	}
 	for (;;) {
@@ -213,7 +213,7 @@ void SimGuest::worker()
 			continue;
 		if (fds[0].revents & POLLIN)
 			return;
-		std::lock_guard running(vcpu_);
+		std::shared_lock running(vcpu_);
 		if (stats_fd >= 0 && fds[3].revents & POLLIN) {
 			uint64_t drained;
 			if (read(stats_fd, &drained, sizeof(drained)) < 0) {
@@ -257,7 +257,7 @@ void SimGuest::hint_worker()
 			return;
 		if (fds[1].revents & POLLIN) {
 			hint_work_.drain();
-			std::lock_guard running(vcpu_);
+			std::shared_lock running(vcpu_);
 			const uint64_t start = thread_cpu_ns();
 			core_->handle_free_page_hint();
 			free_page_cpu_ns_ += thread_cpu_ns() - start;
@@ -283,7 +283,7 @@ void SimGuest::report_worker()
 		report_request_.drain();
 		bool more;
 		{
-			std::lock_guard running(vcpu_);
+			std::shared_lock running(vcpu_);
 			const uint64_t start = thread_cpu_ns();
 			more = report_pass();
 			free_page_cpu_ns_ += thread_cpu_ns() - start;

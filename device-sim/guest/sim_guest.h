@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -162,8 +163,10 @@ private:
 	std::atomic<uint64_t> user_pages_{0};
 	std::atomic<uint64_t> report_passes_{0};
 	std::atomic<uint64_t> free_page_cpu_ns_{0};
-	// Held by a guest thread for each work item, and by pause() until resume().
-	std::mutex vcpu_;
+	// Shared by each guest thread for the work item it runs, exclusive to pause() until
+	// resume(). Shared, because guest threads run side by side: a hint round waiting on a
+	// slow host must not keep the config-change worker from inflating.
+	std::shared_mutex vcpu_;
 };
 
 } // namespace vbsim
