@@ -4,8 +4,8 @@
 # Install every Debian 12 package the project needs: the userspace build (CMake, GoogleTest,
 # Google Benchmark, CLI11, nlohmann-json, fmt), the fuzzers (clang + its runtime), the kernel
 # module build (linux-headers-amd64, g++-12), the QEMU guest suite (qemu-system-x86,
-# busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest), and the plot of
-# `vballoon-sim compare` (python3-matplotlib).
+# busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest), the plot of
+# `vballoon-sim compare` (python3-matplotlib), and DKMS packaging (dkms, ci/dkms-build.sh).
 #
 # Idempotent and quiet: when every package is already installed it does nothing, not even
 # `apt-get update`. Needs root (or sudo) only when something is missing.
@@ -28,7 +28,6 @@ python3-matplotlib
 qemu-system-x86
 busybox-static
 linux-headers-amd64
-# dkms: ci/dkms-build.sh, the module packaged as users install it
 dkms
 kmod
 cpio
