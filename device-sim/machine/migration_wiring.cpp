@@ -24,8 +24,17 @@ MachineForMigration::MachineForMigration(SimMachine& machine, migration::Workloa
 		};
 	}
 	SimGuest* guest = &machine.guest;
-	described_.pause_guest = [guest] { guest->pause(); };
-	described_.resume_guest = [guest] { guest->resume(); };
+	// A stopped VM: its vCPUs first (their work items may wait on the device), then the
+	// device, whose thread would otherwise still write the rings the verifier compares.
+	Transport* transport = &machine.device.transport();
+	described_.pause_guest = [guest, transport] {
+		guest->pause();
+		transport->pause_device();
+	};
+	described_.resume_guest = [guest, transport] {
+		transport->resume_device();
+		guest->resume();
+	};
 	described_.guest_cpu_ms = [guest] { return guest->free_page_cpu_ms(); };
 }
 

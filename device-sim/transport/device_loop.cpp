@@ -46,6 +46,11 @@ void DeviceLoop::stop()
 	if (!thread_.joinable())
 		return;
 	stop_requested_.signal();
+	{
+		std::lock_guard lock(pause_mutex_);
+		pause_requested_ = false;
+	}
+	pause_changed_.notify_all();
 	thread_.join();
 	std::lock_guard lock(tasks_mutex_);
 	tasks_.clear();
@@ -75,9 +80,46 @@ void DeviceLoop::run()
 		for (int i = 0; i < ready; ++i)
 			if (events[i].data.u64 == 0)
 				return;
+		// After a pause, look again: what was ready may be gone, or a stop may have come.
+		if (stand_still_if_paused())
+			continue;
 		for (int i = 0; i < ready; ++i)
 			handlers_[events[i].data.u64]();
 	}
+}
+
+void DeviceLoop::pause()
+{
+	if (!thread_.joinable())
+		return;
+	std::unique_lock lock(pause_mutex_);
+	pause_requested_ = true;
+	// Wakes the loop (an empty task) so that it sees the request even when idle.
+	lock.unlock();
+	post([] {});
+	lock.lock();
+	pause_changed_.wait(lock, [this] { return standing_still_; });
+}
+
+void DeviceLoop::resume()
+{
+	{
+		std::lock_guard lock(pause_mutex_);
+		pause_requested_ = false;
+	}
+	pause_changed_.notify_all();
+}
+
+bool DeviceLoop::stand_still_if_paused()
+{
+	std::unique_lock lock(pause_mutex_);
+	if (!pause_requested_)
+		return false;
+	standing_still_ = true;
+	pause_changed_.notify_all();
+	pause_changed_.wait(lock, [this] { return !pause_requested_; });
+	standing_still_ = false;
+	return true;
 }
 
 void DeviceLoop::run_posted_tasks()

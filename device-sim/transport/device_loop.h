@@ -7,6 +7,7 @@
 #ifndef VBSIM_TRANSPORT_DEVICE_LOOP_H
 #define VBSIM_TRANSPORT_DEVICE_LOOP_H
 
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -37,9 +38,17 @@ public:
 	// Runs `task` on the loop thread, in posting order.
 	void post(std::function<void()> task);
 
+	// A stopped VM stops its devices too: pause() returns once the loop thread stands
+	// still between events (holding no lock), and nothing it watches is handled until
+	// resume(). Call both from one thread; pausing a loop that never started does nothing.
+	void pause();
+	void resume();
+
 private:
 	void run();
 	void run_posted_tasks();
+	// On the loop thread: stands still while a pause is asked for; true if it did.
+	bool stand_still_if_paused();
 
 	FileDescriptor epoll_;
 	EventFd stop_requested_;
@@ -47,6 +56,10 @@ private:
 	std::vector<std::function<void()>> handlers_;
 	std::mutex tasks_mutex_;
 	std::deque<std::function<void()>> tasks_;
+	std::mutex pause_mutex_;
+	std::condition_variable pause_changed_;
+	bool pause_requested_ = false;
+	bool standing_still_ = false;
 	std::thread thread_;
 };
 

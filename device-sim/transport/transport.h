@@ -128,6 +128,9 @@ public:
 	// Runs `task` on the device thread with the state lock held (tasks posted before a
 	// reset still run after it: they must check live() and queue()).
 	void post(std::function<void()> task);
+	// The device thread stands still (a stopped VM) until resume_device(); see DeviceLoop.
+	void pause_device() { loop_.pause(); }
+	void resume_device() { loop_.resume(); }
 
 	// ---- Observers (any thread) --------------------------------------------------------
 	// Blocks until `condition` holds, re-evaluating it after every event the device thread
