@@ -111,7 +111,11 @@ public:
 		uint64_t call = alloc_calls_++;
 		// Another CPU (or this allocation's own direct compaction) reaches the balloon
 		// while the core allocates, without its lock: the OOM notifier, a migration.
-		if ((reentry_mask_ & (uint64_t{1} << (call % 64))) && reenter && !reentered_) {
+		// A few per operation: each one deflates or migrates, and an inflate step makes
+		// hundreds of allocations.
+		if ((reentry_mask_ & (uint64_t{1} << (call % 64))) && reenter && !reentered_ &&
+		    reentries_this_op_ < kReentriesPerOp) {
+			reentries_this_op_++;
 			reentered_ = true;
 			reenter(call);
 			reentered_ = false;
@@ -608,7 +612,11 @@ public:
 	void set_volatile_config(bool on) { volatile_config_ = on; }
 	// From here on the device tells the truth and acknowledges in order.
 	void set_honest() { honest_ = true; }
-	void begin_op() { lies_this_op_ = 0; }
+	void begin_op()
+	{
+		lies_this_op_ = 0;
+		reentries_this_op_ = 0;
+	}
 
 	vbsim::BuddyAllocator allocator;
 	vbsim::BalloonPageList list;
@@ -642,6 +650,7 @@ public:
 
 private:
 	static constexpr unsigned kLiesPerOp = 64;
+	static constexpr unsigned kReentriesPerOp = 8;
 
 	static int index(vb::QueueKind queue) { return static_cast<int>(queue); }
 
@@ -880,6 +889,7 @@ private:
 	uint64_t alloc_fail_mask_ = 0;
 	uint64_t reentry_mask_ = 0;
 	bool reentered_ = false;
+	unsigned reentries_this_op_ = 0;
 	bool refusals_ = false;
 	bool volatile_config_ = false;
 	bool honest_ = false;
