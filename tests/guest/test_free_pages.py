@@ -120,7 +120,7 @@ def test_hinting_shrinks_migration(hint_vm, driver, record_property):
     the unhinted migration of the same guest state (free_pages.hinted_migration_run).
 
     Each run must send at most HINT_BYTES_RATIO_MAX of the unhinted bytes. That bound is
-    what vballoon meets every time on QEMU 7.2; the issue's 1/5 it misses in 4 to 6 runs of
+    what vballoon meets every time on QEMU 7.2; the issue's 1/5 it misses in 4 to 8 runs of
     10, because of where QEMU applies hints (tests/guest/README.md, "Free page
     hinting is a race"); test_hint_race.py measures that on demand."""
     vm = hint_vm
