@@ -11,7 +11,7 @@ driver went over 1/5 and how often it lost the race entirely (QEMU sent nearly e
 
 vballoon must stay within 1/5 in every run (it fails when it does not: that is the
 measurement). The in-tree driver is the reference: it is marked xfail when it lost.
-About 10 minutes per driver here (2 cores, loaded).
+About 2 minutes for both drivers here (2 cores, loaded).
 """
 
 from __future__ import annotations
