@@ -4,6 +4,7 @@
  *
  *   hog MIB [nohuge]
  *   hog keep MIB
+ *   hog holes MIB
  *
  * hog MIB: maps MIB MiB of private anonymous memory, writes one non-zero word into every
  * 4 KiB page (enough to make the kernel back each page with its own frame), prints how far it
@@ -17,6 +18,13 @@
  * check every byte and print "verified N ok" (N counts the checks) or "verified N bad
  * WORDS first OFFSET"; SIGTERM does the same check and then exits 0 if every check passed,
  * 1 otherwise.  Run it in the background with stdout in a file.
+ *
+ * hog holes MIB: touches MIB MiB of 4 KiB pages, then gives every other page back
+ * (MADV_DONTNEED), prints "holed MIB" and keeps the rest until SIGTERM, then exits 0.  While
+ * it runs, the free memory it leaves is single pages between pages it holds, which the next
+ * page allocations (a balloon's) fill; once it exits, those pages sit in blocks that are half
+ * free: what compaction needs to have something to move and somewhere to move it.  Run it in
+ * the background with stdout in a file.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -128,6 +136,44 @@ static int keep(unsigned long mib)
 	}
 }
 
+static int holes(unsigned long mib)
+{
+	size_t bytes = mib * MIB_BYTES;
+	sigset_t term, waiting;
+
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	/* Blocked except inside sigsuspend(): a SIGTERM sent before the holes exist waits. */
+	sigprocmask(SIG_BLOCK, &term, &waiting);
+	sigdelset(&waiting, SIGTERM);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+
+	char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("hog: mmap");
+		return 1;
+	}
+	if (madvise(p, bytes, MADV_NOHUGEPAGE) != 0) {
+		perror("hog: madvise");
+		return 1;
+	}
+	for (size_t off = 0; off < bytes; off += PAGE_BYTES)
+		*(volatile unsigned long *)(p + off) = off / PAGE_BYTES + 1;
+	for (size_t off = PAGE_BYTES; off < bytes; off += 2 * PAGE_BYTES) {
+		if (madvise(p + off, PAGE_BYTES, MADV_DONTNEED) != 0) {
+			perror("hog: madvise(MADV_DONTNEED)");
+			return 1;
+		}
+	}
+	printf("holed %lu\n", mib);
+	while (!exit_requested)
+		sigsuspend(&waiting);
+	return 0;
+}
+
 static int parse_mib(const char *s, unsigned long *mib)
 {
 	char *end;
@@ -147,8 +193,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 3 && strcmp(argv[1], "keep") == 0)
 		return parse_mib(argv[2], &mib) ? keep(mib) : 2;
+	if (argc == 3 && strcmp(argv[1], "holes") == 0)
+		return parse_mib(argv[2], &mib) ? holes(mib) : 2;
 	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "nohuge") != 0)) {
-		fprintf(stderr, "usage: hog MIB [nohuge] | hog keep MIB\n");
+		fprintf(stderr, "usage: hog MIB [nohuge] | hog keep MIB | hog holes MIB\n");
 		return 2;
 	}
 	if (!parse_mib(argv[1], &mib))

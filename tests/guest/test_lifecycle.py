@@ -30,6 +30,8 @@ KIB = 1024
 PFNS_PER_MESSAGE = 256  # both drivers send at most 256 PFNs per inflate/deflate descriptor
 # Slack for free-memory comparisons (see test_balloon.FREE_SLACK_KIB).
 FREE_SLACK_KIB = 16 * 1024
+# `hog holes`: half of it stays held, the other half is single free pages for the balloon.
+HOLED_MIB = 768
 
 
 def assert_kernel_quiet(vm: GuestVM, since: int) -> None:
@@ -54,6 +56,24 @@ def balloon_to(vm: GuestVM, target: int) -> None:
 # Data integrity
 
 
+def wait_for_line(vm: GuestVM, path: str, want: str, timeout: float) -> str:
+    """The first line of the guest file `path` that starts with `want`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = vm.sh(f"cat {path}").splitlines()
+        for line in lines:
+            if line.startswith(want):
+                return line
+        assert time.monotonic() < deadline, f"{path} never showed {want!r}: {lines}"
+        time.sleep(0.2)  # poll interval, bounded by the deadline above
+
+
+def stop_background(vm: GuestVM, pid_file: str) -> None:
+    """SIGTERM to the process whose PID is in `pid_file`, and wait until it is gone."""
+    vm.sh(f"kill -TERM $(cat {pid_file}); "
+          f"while kill -0 $(cat {pid_file}) 2>/dev/null; do sleep 0.1; done", timeout=60)
+
+
 class PatternKeeper:
     """`hog keep` in the guest: memory filled with a pattern every byte of which it can check."""
 
@@ -64,14 +84,7 @@ class PatternKeeper:
         self._wait_line(f"filled {mib}", timeout=180)
 
     def _wait_line(self, want: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            lines = self.vm.sh("cat /tmp/keep.out").splitlines()
-            for line in lines:
-                if line.startswith(want):
-                    return line
-            assert time.monotonic() < deadline, f"hog keep did not print {want!r}: {lines}"
-            time.sleep(0.2)  # poll interval, bounded by the deadline above
+        return wait_for_line(self.vm, "/tmp/keep.out", want, timeout)
 
     def verify(self) -> None:
         self.checks += 1
@@ -160,9 +173,10 @@ def _page_at_a_time(drv: guestvm.Driver) -> guestvm.Driver:
 
 
 def test_compaction_migrates_balloon_pages_and_accounting_balances(plain_vm, driver):
-    """With a page-at-a-time balloon of 1 GiB, /proc/sys/vm/compact_memory must move some
-    ballooned pages (balloon_migrate grows); after a full deflate and an unload, MemTotal and
-    free memory are back and the host sees an empty balloon."""
+    """With a page-at-a-time balloon of 1 GiB whose pages sit in half-free blocks,
+    /proc/sys/vm/compact_memory must move some ballooned pages (balloon_migrate grows, and
+    for vballoon its own migration count with it); after a full deflate and an unload,
+    MemTotal and free memory are back and the host sees an empty balloon."""
     vm = plain_vm
     ram = vm.ram_bytes
     console0 = vm.console_bytes
@@ -172,28 +186,26 @@ def test_compaction_migrates_balloon_pages_and_accounting_balances(plain_vm, dri
     total0 = vm.meminfo()["MemTotal"]
     free0 = vm.free_kib()
     try:
-        # Scatter the free memory first, so the balloon's pages are spread over the zone.
-        vm.sh("hog 512 nohuge")
+        # Compaction moves pages only out of blocks it can empty into blocks that are
+        # partly free; a balloon taken from memory that is free in whole blocks (as the
+        # guest's memory is after a block-wise deflate) is already compact, and compaction
+        # rightly moves nothing. So the balloon's pages are put between pages a process
+        # holds, and the process then exits: the balloon's blocks are left half free.
+        vm.sh(f"hog holes {HOLED_MIB} > /tmp/holes.out 2>&1 & echo $! > /tmp/holes.pid")
+        wait_for_line(vm, "/tmp/holes.out", f"holed {HOLED_MIB}", timeout=180)
         balloon_to(vm, ram // 2)
+        stop_background(vm, "/tmp/holes.pid")
         migrated0 = vm.vmstat()["balloon_migrate"]
-        # One compaction pass may find nothing it wants to move (it skips blocks it recently
-        # failed on, and our migrate_page refuses while the balloon lock is busy): a few
-        # passes, as the kernel's own proactive compaction would make.
-        for _ in range(3):
-            vm.sh("echo 1 > /proc/sys/vm/compact_memory", timeout=180)
-            migrated = vm.vmstat()["balloon_migrate"] - migrated0
-            if migrated > 0:
-                break
-        # Known open defect (see the closing note of this change): with vballoon loaded at
-        # max_chunk_order=0, on an idle host, compaction often moves none of its pages while
-        # the in-tree driver's always move. The rest of the accounting is still checked, and
-        # the vballoon case reports XFAIL, never a silent pass.
-        stuck = migrated == 0 and drv.module == "vballoon"
-        assert migrated > 0 or stuck, "three compaction passes moved no balloon page"
+        if drv.module == "vballoon":
+            ours0 = debugfs_counters(vm)["migrations"]
+        vm.sh("echo 1 > /proc/sys/vm/compact_memory", timeout=180)
+        migrated = vm.vmstat()["balloon_migrate"] - migrated0
+        assert migrated > 0, "compaction moved no balloon page"
         assert vm.meminfo()["MemTotal"] == total0 - (ram // 2) // KIB
         if drv.module == "vballoon":
             counters = debugfs_counters(vm)
-            assert counters["migrations"] >= migrated
+            # Only our driver migrates balloon pages in this guest.
+            assert counters["migrations"] - ours0 == migrated
             assert counters["balloon_pfns"] == (ram // 2) // guestvm.PAGE_BYTES
         assert vm.qmp.balloon_actual() == ram // 2
 
@@ -202,13 +214,12 @@ def test_compaction_migrates_balloon_pages_and_accounting_balances(plain_vm, dri
         if drv.module == "vballoon":
             assert debugfs_counters(vm)["balloon_pfns"] == 0
     finally:
+        vm.run("kill -TERM $(cat /tmp/holes.pid) 2>/dev/null", check=False)
         vm.unload_driver(drv)
     assert vm.meminfo()["MemTotal"] == total0
     assert vm.free_kib() >= free0 - FREE_SLACK_KIB
     assert vm.qmp.balloon_actual() == ram
     assert_kernel_quiet(vm, console0)
-    if stuck:
-        pytest.xfail("vballoon: three compaction passes moved no balloon page (open defect)")
 
 
 # ----------------------------------------------------------------------------------------------
