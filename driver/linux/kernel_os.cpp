@@ -116,6 +116,7 @@ static_assert(sizeof(vballoon_page_run) == sizeof(vb::PageRun) &&
 		      __builtin_offsetof(vb::PageRun, count) &&
 	      __builtin_offsetof(vballoon_page_run, flags) ==
 		      __builtin_offsetof(vb::PageRun, flags));
+static_assert(vb::kPageRunWholeBlock == VB_OS_PAGE_RUN_WHOLE_BLOCK);
 static_assert(sizeof(vballoon_segment) == sizeof(vb::Segment) &&
 	      __builtin_offsetof(vballoon_segment, phys_addr) ==
 		      __builtin_offsetof(vb::Segment, phys_addr) &&

@@ -68,12 +68,17 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *p
 	return true;
 }
 
-/* A block allocated whole (a hint block): only its first page holds a reference. */
+/*
+ * A block allocated whole (a hint block), as the core says: only its first page holds a
+ * reference. The core's word is checked against the block's shape, which costs nothing;
+ * a misshapen run would free pages that are not ours.
+ */
 static bool vb_os_whole_block(const struct vballoon_page_run *run)
 {
-	return run->count > 1 && is_power_of_2(run->count) &&
-	       IS_ALIGNED(run->first_pfn, run->count) &&
-	       page_ref_count(pfn_to_page(run->first_pfn + 1)) == 0;
+	if (!(run->flags & VB_OS_PAGE_RUN_WHOLE_BLOCK))
+		return false;
+	return !WARN_ON_ONCE(!is_power_of_2(run->count) || ilog2(run->count) >= MAX_ORDER ||
+			     !IS_ALIGNED(run->first_pfn, run->count));
 }
 
 /*

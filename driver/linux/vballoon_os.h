@@ -39,6 +39,9 @@ struct vballoon_page_run {
 	uint32_t flags; /* vb::kPageRun* */
 };
 
+/* vb::kPageRunWholeBlock: one block as allocated, to be freed in one piece. */
+#define VB_OS_PAGE_RUN_WHOLE_BLOCK 2u
+
 /* Layout-compatible with vb::Segment (checked in kernel_os.cpp). */
 struct vballoon_segment {
 	uint64_t phys_addr;

@@ -159,6 +159,9 @@ TEST(FreePageHint, DoneGivesEveryBlockBackAndTheCountsBalance)
 	EXPECT_EQ(guest.balloon.counters().hint_pages_released_early.get(), 0u);
 	EXPECT_TRUE(guest.os.events_of(Event::kInitialise).empty())
 		<< "after DONE the driver need not write the pages";
+	// Each block goes back as the one block it was taken as, and says so.
+	EXPECT_EQ(guest.os.freed_whole_block_pages, kGuestPages);
+	EXPECT_EQ(guest.os.events_of(Event::kFree).size(), kBlocks);
 	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
 	// A second DONE has nothing left to give: nothing is freed twice (the allocator
 	// would fail the test on a double free).
@@ -260,6 +263,7 @@ TEST(FreePageHint, TheShrinkerCountsAndReleasesWhatIsHeld)
 	// Everything, even far more than is held.
 	EXPECT_EQ(guest.balloon.hint_release(~0ull), kGuestPages - 2 * kBlockPages);
 	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.os.freed_whole_block_pages, kGuestPages) << "released early, still whole blocks";
 	EXPECT_EQ(guest.balloon.hint_release(1), 0u);
 	// DONE afterwards finds nothing to free twice.
 	guest.device_writes(VB_CMD_ID_DONE);
@@ -357,9 +361,11 @@ TEST(FreePageHint, HintingAndInflateShareNoPagesAndBothBalance)
 	}
 	EXPECT_EQ(guest.balloon.balloon_pfns(), 0u);
 	EXPECT_EQ(guest.free_pages(), 4096u);
+	EXPECT_EQ(guest.os.freed_whole_block_pages, 0u) << "deflated runs are no hint blocks";
 	guest.device_writes(VB_CMD_ID_DONE);
 	guest.handle();
 	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.os.freed_whole_block_pages, kGuestPages - 4096u);
 }
 
 } // namespace

@@ -68,6 +68,12 @@ public:
 	{
 		if (run.flags & vb::kPageRunDeviceInitialised)
 			freed_initialised += run.count;
+		if (run.flags & vb::kPageRunWholeBlock) {
+			// One naturally aligned block, as the allocator handed it out.
+			EXPECT_TRUE(run.count && !(run.count & (run.count - 1)) && run.first_pfn % run.count == 0)
+				<< "a run flagged whole is no block: " << run.first_pfn << "+" << run.count;
+			freed_whole_block_pages += run.count;
+		}
 		EXPECT_TRUE(allocator.free_run(run.first_pfn, run.count)) << "bad free of " << run.first_pfn;
 		log_event(Event::of(Event::kFree, {}, run.first_pfn, run.count));
 	}
@@ -354,6 +360,7 @@ public:
 	bool chunked = false;
 	bool device_initialises = true;
 	uint64_t freed_initialised = 0;
+	uint64_t freed_whole_block_pages = 0; // freed with kPageRunWholeBlock
 	uint64_t bitmap_requests = 0;
 	Queue queues[VB_QUEUE_KIND_COUNT];
 	uint32_t queue_capacity = 128;     // buffers a queue holds (and its ring size)...

@@ -176,7 +176,7 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 		uint64_t pfn;
 		if (!os_.alloc_pages_no_pressure(order, &pfn))
 			break; // the guest has no free block of this order left
-		PageRun block = {pfn, block_pages};
+		PageRun block = {pfn, block_pages, kPageRunWholeBlock};
 		Segment in = {pfn << traits_.page_shift, block_bytes};
 		if (!os_.queue_add(QueueKind::kFreePage, nullptr, 0, &in, 1, &hint_block_token_)) {
 			// The ring has fewer descriptors than we counted (the OS's own limit): give
@@ -227,6 +227,8 @@ template <BalloonOs Os> uint64_t Balloon<Os>::hint_give_back(uint64_t max_pages,
 				// undefined, so a guest that keeps a pattern in free pages writes it.
 				run.flags = VB_MUTANT(FPH10_HINTED_CONTENT_TRUSTED_AFTER_DONE) ? kPageRunDeviceInitialised : 0;
 			}
+			// hint_list_take() hands back each block as it was inserted.
+			run.flags |= kPageRunWholeBlock;
 			hint_held_pages_.sub(run.count);
 			os_.free_page_run(run);
 			freed += run.count;

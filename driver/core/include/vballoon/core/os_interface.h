@@ -23,10 +23,14 @@ struct PageRun {
 	uint64_t count;
 	// kPageRunDeviceInitialised: the device promised these pages read back as zero (or
 	// poison_val), so the guest need not initialise them when it takes them back.
+	// kPageRunWholeBlock: the run is one block exactly as alloc_pages_no_pressure() gave
+	// it to a free page hint round (never split, never joined), so the OS may free it in
+	// one piece without looking at its pages.
 	uint32_t flags = 0;
 };
 
 inline constexpr uint32_t kPageRunDeviceInitialised = 1;
+inline constexpr uint32_t kPageRunWholeBlock = 2;
 
 // A guest-physical buffer handed to a virtqueue.
 struct Segment {
