@@ -162,12 +162,6 @@ def wait_rss_drop(vm: GuestVM, rss0: int, drop: int, timeout: float,
         time.sleep(interval)  # poll interval, bounded by the timeout above
 
 
-def vballoon_counters(vm: GuestVM) -> dict[str, int]:
-    """vballoon's debugfs counters for the balloon device."""
-    out = vm.sh(f"cat /sys/kernel/debug/vballoon/{vm.balloon_device()}/counters")
-    return {k: int(v, 0) for k, v in (line.split() for line in out.splitlines())}
-
-
 @dataclasses.dataclass
 class HintRun:
     """One hinted migration next to the unhinted migration of the same guest state."""
@@ -231,7 +225,7 @@ def hinted_migration_run(vm: GuestVM, drv, label: str, fill_mib: int) -> HintRun
     deadline = time.monotonic() + FREE_BACK_WITHIN_S
     while True:
         run = HintRun(baseline, hinted, hint_ms, free_before, vm.free_kib(),
-                      vballoon_counters(vm) if label == "vballoon" else None)
+                      vm.vballoon_counters() if label == "vballoon" else None)
         if run.blocks_back or time.monotonic() > deadline:
             return run
         time.sleep(0.2)  # poll interval, bounded by the deadline above

@@ -435,6 +435,11 @@ class GuestVM:
             raise GuestError(f"[{self.name}] expected one virtio balloon device, found:\n{out}")
         return found[0]
 
+    def vballoon_counters(self) -> dict[str, int]:
+        """vballoon's debugfs counters for the balloon device (vballoon must be bound)."""
+        out = self.sh(f"cat /sys/kernel/debug/vballoon/{self.balloon_device()}/counters")
+        return {k: int(v, 0) for k, v in (line.split() for line in out.splitlines())}
+
     def bound_driver(self) -> str | None:
         dev = self.balloon_device()
         out = self.run(f"readlink /sys/bus/virtio/devices/{dev}/driver", check=False)

@@ -41,12 +41,6 @@ def assert_kernel_quiet(vm: GuestVM, since: int) -> None:
         f"the guest kernel complained:\n{kernel_trouble(console)}"
 
 
-def debugfs_counters(vm: GuestVM) -> dict[str, int]:
-    dev = vm.balloon_device()
-    out = vm.sh(f"cat /sys/kernel/debug/vballoon/{dev}/counters")
-    return {k: int(v, 0) for k, v in (line.split() for line in out.splitlines())}
-
-
 def balloon_to(vm: GuestVM, target: int) -> None:
     vm.qmp.balloon(target)
     vm.qmp.wait_balloon(target, BALLOON_TIMEOUT_S)
@@ -144,7 +138,7 @@ def test_deflate_moves_the_deflate_queues_used_index(plain_vm, driver):
     console0 = vm.console_bytes
     balloon_to(vm, ram - size)
     if driver.label == "vballoon":
-        sent0 = debugfs_counters(vm)["deflate_messages"]
+        sent0 = vm.vballoon_counters()["deflate_messages"]
     deflate0 = vm.balloon_queue_status(DEFLATE_QUEUE)
     inflate0 = vm.balloon_queue_status(INFLATE_QUEUE)
 
@@ -157,7 +151,7 @@ def test_deflate_moves_the_deflate_queues_used_index(plain_vm, driver):
     assert _used_delta(inflate0, inflate1) == 0, (inflate0, inflate1)
     if driver.label == "vballoon":
         # Every descriptor the driver sent came back used, and no other.
-        assert used == debugfs_counters(vm)["deflate_messages"] - sent0
+        assert used == vm.vballoon_counters()["deflate_messages"] - sent0
     assert_kernel_quiet(vm, console0)
 
 
@@ -197,13 +191,13 @@ def test_compaction_migrates_balloon_pages_and_accounting_balances(plain_vm, dri
         stop_background(vm, "/tmp/holes.pid")
         migrated0 = vm.vmstat()["balloon_migrate"]
         if drv.module == "vballoon":
-            ours0 = debugfs_counters(vm)["migrations"]
+            ours0 = vm.vballoon_counters()["migrations"]
         vm.sh("echo 1 > /proc/sys/vm/compact_memory", timeout=180)
         migrated = vm.vmstat()["balloon_migrate"] - migrated0
         assert migrated > 0, "compaction moved no balloon page"
         assert vm.meminfo()["MemTotal"] == total0 - (ram // 2) // KIB
         if drv.module == "vballoon":
-            counters = debugfs_counters(vm)
+            counters = vm.vballoon_counters()
             # Only our driver migrates balloon pages in this guest.
             assert counters["migrations"] - ours0 == migrated
             assert counters["balloon_pfns"] == (ram // 2) // guestvm.PAGE_BYTES
@@ -212,7 +206,7 @@ def test_compaction_migrates_balloon_pages_and_accounting_balances(plain_vm, dri
         balloon_to(vm, ram)
         assert vm.meminfo()["MemTotal"] == total0
         if drv.module == "vballoon":
-            assert debugfs_counters(vm)["balloon_pfns"] == 0
+            assert vm.vballoon_counters()["balloon_pfns"] == 0
     finally:
         vm.run("kill -TERM $(cat /tmp/holes.pid) 2>/dev/null", check=False)
         vm.unload_driver(drv)
@@ -413,14 +407,14 @@ def test_failed_restore_leaves_nothing_that_inflates(driver):
         assert status & VIRTIO_CONFIG_S_FAILED, f"device status {status:#x}"
         # Freeze gave every page back; nothing came back into the balloon.
         assert vm.meminfo()["MemTotal"] == total0
-        inflated0 = debugfs_counters(vm)["pages_inflated"]
-        assert debugfs_counters(vm)["balloon_pfns"] == 0
+        inflated0 = vm.vballoon_counters()["pages_inflated"]
+        assert vm.vballoon_counters()["balloon_pfns"] == 0
 
         # A new target: no work item may run against the missing queues.  Watch for 3 s.
         q.balloon(ram - 256 * MIB)
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
-            assert debugfs_counters(vm)["pages_inflated"] == inflated0
+            assert vm.vballoon_counters()["pages_inflated"] == inflated0
             assert vm.meminfo()["MemTotal"] == total0
             time.sleep(0.2)  # poll interval of a bounded watch
         vm.unload_driver(driver.drv)
