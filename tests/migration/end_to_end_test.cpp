@@ -3,11 +3,13 @@
 // The migration model on the whole simulated machine: the driver core in the simulated
 // guest hints and reports through its virtqueues, the balloon device tells the model
 // (FreePageEvents) and takes the host's round controls, the workload allocates through
-// the guest. The guest's driver and device threads cannot be frozen, so the kernel area is
-// not compared here (the small-machine tests compare it); every workload page is.
+// the guest. The machine is described to the model as the CLI describes it
+// (MachineForMigration): at stop-and-copy the guest's threads and the device thread stand
+// still, so the kernel area (rings, core object) is verified with every workload page.
 #include <gtest/gtest.h>
 
 #include "../system/system_fixture.h"
+#include "machine/migration_wiring.h"
 #include "migration/migration.h"
 #include "migration/workload.h"
 
@@ -42,30 +44,8 @@ struct MigratingMachine {
 		return o;
 	}
 
-	MigrationMachine for_migration(Workload& workload)
-	{
-		MigrationMachine m;
-		m.memory = &machine.memory;
-		m.always_dirty = {{0, SimGuestOptions{}.kernel_bytes / 4096}};
-		m.pages_in_use = [&workload] { return workload.pages_in_use(); };
-		m.hints = &hint_control;
-		m.set_free_page_observer = [this](FreePageEvents* o) { machine.device.set_free_page_events(o); };
-		m.workload = &workload;
-		return m;
-	}
-
-	// The device's host controls, as the migration model drives them.
-	struct DeviceHintControl : FreePageHintControl {
-		explicit DeviceHintControl(BalloonDevice& d) : device(d) {}
-		uint32_t start_hint_round() override { return device.start_hint_round(); }
-		void stop_hint_round() override { device.stop_hint_round(); }
-		void finish_hinting() override { device.finish_hinting(); }
-		BalloonDevice& device;
-	};
-
 	Machine machine;
 	std::unique_ptr<GuestUserMemory> user_memory;
-	DeviceHintControl hint_control{machine.device};
 };
 
 WorkloadConfig small(WorkloadKind kind)
@@ -84,7 +64,8 @@ TEST(MigrationEndToEnd, DriverHintsThroughTheDeviceSkipFreedPages)
 	MigratingMachine m(true, false);
 	auto workload = make_workload(small(WorkloadKind::kFreed), *m.user_memory);
 	workload->prepare();
-	auto machine = m.for_migration(*workload);
+	MachineForMigration wiring(m.machine, workload.get());
+	MigrationMachine& machine = wiring.described();
 	MigrationConfig config;
 	config.strategy = Strategy::kZeroDetect;
 	MigrationResult zero = migrate(machine, config);
@@ -106,7 +87,8 @@ TEST(MigrationEndToEnd, BusyGuestWithHintsVerifies)
 	auto workload = make_workload(small(WorkloadKind::kBusy), *m.user_memory);
 	workload->prepare();
 	workload->start();
-	auto machine = m.for_migration(*workload);
+	MachineForMigration wiring(m.machine, workload.get());
+	MigrationMachine& machine = wiring.described();
 	MigrationConfig config;
 	config.strategy = Strategy::kHint;
 	config.link_bytes_per_second = 256.0 * (1 << 20);
@@ -127,7 +109,8 @@ TEST(MigrationEndToEnd, ReportedPagesAreSkipped)
 	ASSERT_TRUE(m.machine.guest.wait_for(
 		[&] { return m.machine.memory.resident_bytes(0, m.machine.memory.size()) / 4096 < ram_pages / 2; },
 		vbtest::kSettleTimeout));
-	auto machine = m.for_migration(*workload);
+	MachineForMigration wiring(m.machine, workload.get());
+	MigrationMachine& machine = wiring.described();
 	MigrationConfig config;
 	config.strategy = Strategy::kReportZeroDetect;
 	MigrationResult r = migrate(machine, config);
