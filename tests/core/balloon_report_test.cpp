@@ -68,6 +68,23 @@ TEST(FreePageReport, MoreThan32RunsOrEmptyRunsAreRefusedWithoutTravelling)
 	EXPECT_TRUE(guest.os.reports.empty());
 }
 
+TEST(FreePageReport, NothingTravelsBeforeDriverOk)
+{
+	FakeOs os(kFirstPfn, kGuestPages);
+	vb::Balloon<FakeOs>::StepRuns step_runs;
+	vb::Balloon<FakeOs> balloon(os, kReporting, {}, step_runs);
+	ASSERT_TRUE(balloon.prepare());
+	auto runs = blocks_of_order(9, 2);
+	EXPECT_FALSE(balloon.report_free_pages(runs.data(), runs.size()));
+	EXPECT_TRUE(os.reports.empty());
+	EXPECT_TRUE(os.events_of(Event::kKick).empty());
+	EXPECT_EQ(balloon.counters().reports.get(), 0u);
+	// Once the device is live, the same report goes.
+	balloon.start();
+	EXPECT_TRUE(balloon.report_free_pages(runs.data(), runs.size()));
+	EXPECT_EQ(os.reports.size(), 1u);
+}
+
 TEST(FreePageReport, NothingTravelsWithoutTheFeature)
 {
 	ReportGuest guest(0);

@@ -184,6 +184,7 @@ public:
 	// acknowledged (device gone): the blocks are not reported; in a guest that needs a
 	// pattern in free pages they have been re-initialised, as the device may have written
 	// them. Sleeps on reporting_vq, never holds the balloon lock. One caller at a time.
+	// Refused before start(): reports begin only after DRIVER_OK.
 	bool report_free_pages(const PageRun* runs, size_t count);
 
 	// The device's wish, rounded up to whole guest pages (in 4 KiB units).
@@ -301,6 +302,7 @@ private:
 	Flag hint_config_dirty_;
 	Flag hint_done_seen_; // DONE read and not yet followed by a new round
 	Counter hint_held_pages_;
+	Flag driver_ok_; // start() ran: DRIVER_OK is set
 	uint8_t report_token_ = 0;
 	// Error logs a broken device could otherwise flood (balloon lock held).
 	LogLimit refused_log_;
@@ -352,6 +354,7 @@ template <BalloonOs Os> bool Balloon<Os>::prepare()
 
 template <BalloonOs Os> void Balloon<Os>::start()
 {
+	driver_ok_.set();
 	if (negotiated(VB_F_PAGE_POISON) && VB_MUTANT(POISON03_POISON_VAL_AFTER_DRIVER_OK))
 		os_.config_write32(VB_CONFIG_POISON_VAL_OFFSET, traits_.free_page_pattern);
 	if (negotiated(VB_F_STATS_VQ))

@@ -15,6 +15,10 @@ template <BalloonOs Os> bool Balloon<Os>::report_free_pages(const PageRun* runs,
 {
 	if (!negotiated(VB_F_PAGE_REPORTING) || count == 0 || count > kReportRunsMax)
 		return false;
+	// An OS that registers its reporting before the device is live must not have its
+	// first report travel early.
+	if (!driver_ok_.get() && !VB_MUTANT(INIT05_REPORT_BEFORE_DRIVER_OK))
+		return false;
 	// A chain longer than the ring could never be added (Linux refuses reporting on a
 	// ring smaller than its capacity; the OS should size its batches to the ring).
 	if (count > os_.queue_size(QueueKind::kReporting)) {
