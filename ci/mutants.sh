@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build-mutants -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVB_MUTANTS=ON \
 	-DVB_BUILD_BENCH=OFF >/dev/null
 cmake --build build-mutants -j "$(nproc)" --target core_tests device_sim_unit_tests \
-	device_sim_tests system_tests
+	device_sim_tests system_tests migration_tests
 /usr/bin/python3 spec/check_requirements.py --no-test-check --mutants spec/mutants.tsv \
 	spec/requirements.md >/dev/null
 # Twice as many runs as cores: a caught mutant often leaves a test sleeping out its own

@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "vballoon/support/mutant.h"
+
 namespace vbsim::migration
 {
 
@@ -31,7 +33,10 @@ void FreePageTracker::host_stopped_round()
 	std::lock_guard lock(mutex_);
 	awaiting_ = false;
 	host_active_ = false;
-	accepting_ = false;
+	// The bitmap sync that follows folds in the guest's writes since the id was issued:
+	// a hint arriving after it may name a page written since, which must still be sent.
+	if (!VB_MUTANT(DEV_FPH05_HINTS_USED_AFTER_STOP))
+		accepting_ = false;
 }
 
 void FreePageTracker::hint_round_started(uint32_t cmd_id)
@@ -50,7 +55,7 @@ void FreePageTracker::hint_round_started(uint32_t cmd_id)
 void FreePageTracker::hint_round_stopped(uint32_t cmd_id)
 {
 	std::lock_guard lock(mutex_);
-	if (cmd_id == cmd_id_)
+	if (cmd_id == cmd_id_ && !VB_MUTANT(DEV_FPH05_HINTS_USED_AFTER_STOP))
 		accepting_ = false;
 }
 
