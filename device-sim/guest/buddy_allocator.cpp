@@ -21,7 +21,8 @@ unsigned largest_fitting_order(uint64_t pfn, uint64_t end, unsigned max_order)
 } // namespace
 
 BuddyAllocator::BuddyAllocator(uint64_t first_pfn, uint64_t frame_count)
-	: first_pfn_(first_pfn), frame_count_(frame_count), frames_(frame_count)
+	: first_pfn_(first_pfn), frame_count_(frame_count), frames_(frame_count),
+      states_(frame_count, FrameState::kUsed)
 {
 	std::fill(std::begin(free_heads_), std::end(free_heads_), kNone);
 	counts_.managed = frame_count;
@@ -73,8 +74,7 @@ unsigned BuddyAllocator::free_block_locked(uint32_t index, unsigned order)
 	uint64_t pfn = first_pfn_ + index;
 	uint64_t size = 1ull << order;
 
-	for (uint64_t i = 0; i < size; i++)
-		frames_[index + i].state = FrameState::kFree;
+	std::fill_n(states_.begin() + index, size, FrameState::kFree);
 	counts_.used -= size;
 	counts_.free += size;
 
@@ -113,8 +113,7 @@ size_t BuddyAllocator::isolate_unreported(unsigned order, uint64_t* first_pfns, 
 		if (!frames_[index].reported) {
 			unlink_free(index, order);
 			uint64_t size = 1ull << order;
-			for (uint64_t i = 0; i < size; i++)
-				frames_[index + i].state = FrameState::kUsed;
+			std::fill_n(states_.begin() + index, size, FrameState::kUsed);
 			counts_.free -= size;
 			counts_.used += size;
 			isolated_pages_ += size;
@@ -197,8 +196,7 @@ std::optional<uint64_t> BuddyAllocator::allocate(unsigned order)
 		push_free(index + (1u << found), found);
 	}
 	uint64_t size = 1ull << order;
-	for (uint64_t i = 0; i < size; i++)
-		frames_[index + i].state = FrameState::kUsed;
+	std::fill_n(states_.begin() + index, size, FrameState::kUsed);
 	counts_.free -= size;
 	counts_.used += size;
 	return first_pfn_ + index;
@@ -209,8 +207,20 @@ bool BuddyAllocator::run_in_state(uint64_t first_pfn, uint64_t count, FrameState
 	if (count == 0 || first_pfn < first_pfn_ || first_pfn + count > first_pfn_ + frame_count_ ||
 	    first_pfn + count < first_pfn)
 		return false;
-	for (uint64_t i = 0; i < count; i++) {
-		if (frames_[first_pfn - first_pfn_ + i].state != expected)
+	// In stretches without an early exit, which the compiler vectorises.
+	constexpr uint64_t kStretch = 64;
+	const auto* state = reinterpret_cast<const uint8_t*>(states_.data() + (first_pfn - first_pfn_));
+	const auto want = static_cast<uint8_t>(expected);
+	uint64_t i = 0;
+	for (; i + kStretch <= count; i += kStretch) {
+		uint8_t differs = 0;
+		for (uint64_t j = 0; j < kStretch; j++)
+			differs |= static_cast<uint8_t>(state[i + j] ^ want);
+		if (differs)
+			return false;
+	}
+	for (; i < count; i++) {
+		if (state[i] != want)
 			return false;
 	}
 	return true;
@@ -218,8 +228,7 @@ bool BuddyAllocator::run_in_state(uint64_t first_pfn, uint64_t count, FrameState
 
 void BuddyAllocator::set_state(uint64_t first_pfn, uint64_t count, FrameState state)
 {
-	for (uint64_t i = 0; i < count; i++)
-		frames_[first_pfn - first_pfn_ + i].state = state;
+	std::fill_n(states_.begin() + (first_pfn - first_pfn_), count, state);
 }
 
 bool BuddyAllocator::free_run(uint64_t first_pfn, uint64_t count)
@@ -271,7 +280,7 @@ bool BuddyAllocator::move_from_balloon(uint64_t first_pfn, uint64_t count)
 BuddyAllocator::FrameState BuddyAllocator::state(uint64_t pfn) const
 {
 	std::lock_guard lock(mutex_);
-	return frames_.at(pfn - first_pfn_).state;
+	return states_.at(pfn - first_pfn_);
 }
 
 BuddyAllocator::Counts BuddyAllocator::counts() const
@@ -305,7 +314,7 @@ std::string BuddyAllocator::check_consistency() const
 				problems << "misaligned free block at pfn " << pfn << " order " << order << "\n";
 			for (uint64_t i = 0; i < (1ull << order); i++) {
 				if (index + i >= frame_count_ || covered[index + i] ||
-				    frames_[index + i].state != FrameState::kFree) {
+				    states_[index + i] != FrameState::kFree) {
 					problems << "free block at pfn " << pfn << " overlaps or is not free\n";
 					break;
 				}
@@ -323,10 +332,10 @@ std::string BuddyAllocator::check_consistency() const
 				 << " blocks, lists hold " << blocks << "\n";
 	}
 	uint64_t used = 0, balloon = 0, free_state = 0;
-	for (const Frame& frame : frames_) {
-		used += frame.state == FrameState::kUsed;
-		balloon += frame.state == FrameState::kBalloon;
-		free_state += frame.state == FrameState::kFree;
+	for (FrameState state : states_) {
+		used += state == FrameState::kUsed;
+		balloon += state == FrameState::kBalloon;
+		free_state += state == FrameState::kFree;
 	}
 	if (free_state != free_frames || free_frames != counts_.free)
 		problems << "free frames: " << free_state << " by state, " << free_frames << " in lists, "

@@ -78,7 +78,6 @@ private:
 		uint32_t next = kNone; // free-list links, valid on the head frame of a free block
 		uint32_t prev = kNone;
 		uint8_t order = 0;     // order of the free block this frame heads
-		FrameState state = FrameState::kUsed;
 		bool block_head = false;
 		bool reported = false; // on the head frame of a free block the host was told of
 	};
@@ -94,6 +93,9 @@ private:
 	const uint64_t frame_count_;
 	mutable std::mutex mutex_;
 	std::vector<Frame> frames_;
+	// Apart from the frames, one byte each: a 2 MiB block's 512 states are one cache-line
+	// sweep to check or set, not 512 strided writes (the balloon moves millions of frames).
+	std::vector<FrameState> states_;
 	uint32_t free_heads_[kMaxOrder + 1];
 	uint64_t free_block_count_[kMaxOrder + 1] = {};
 	Counts counts_;
