@@ -98,6 +98,10 @@ public:
 	}
 
 	bool host_owns(uint64_t pfn) const { return ownership_.owns(pfn); }
+	uint64_t host_owned_in_run(uint64_t first_pfn, uint64_t count) const
+	{
+		return ownership_.owned_in_run(first_pfn, count);
+	}
 	uint64_t host_owned_pages() const { return ownership_.owned_pages(); }
 
 	// The deflate gate. While held, deflate requests are received (counted, pages still

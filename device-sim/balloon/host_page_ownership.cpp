@@ -80,6 +80,19 @@ uint64_t HostPageOwnership::take_run(uint64_t first_pfn, uint64_t count)
 	return taken;
 }
 
+uint64_t HostPageOwnership::owned_in_run(uint64_t first_pfn, uint64_t count) const
+{
+	if (first_pfn >= page_count_)
+		return 0;
+	const uint64_t end = first_pfn + std::min(count, page_count_ - first_pfn);
+	uint64_t owned = 0;
+	for (uint64_t word = first_pfn / kBitsPerWord; word * kBitsPerWord < end; ++word) {
+		const uint64_t bits = words_[word].load(std::memory_order_acquire);
+		owned += static_cast<uint64_t>(__builtin_popcountll(bits & run_mask(word, first_pfn, end)));
+	}
+	return owned;
+}
+
 uint64_t HostPageOwnership::give_back_run(uint64_t first_pfn, uint64_t count)
 {
 	if (first_pfn >= page_count_)

@@ -32,6 +32,8 @@ public:
 	// pages changed hands (pages beyond RAM are ignored).
 	uint64_t take_run(uint64_t first_pfn, uint64_t count);
 	uint64_t give_back_run(uint64_t first_pfn, uint64_t count);
+	// How many pages of the run the host holds (pages beyond RAM count as not held).
+	uint64_t owned_in_run(uint64_t first_pfn, uint64_t count) const;
 	// Gives every page back; returns how many the host held.
 	uint64_t give_back_all();
 

@@ -293,10 +293,7 @@ void SimOs::check_reuse(uint64_t first_pfn, uint64_t count)
 {
 	if (!host_owns_)
 		return;
-	for (uint64_t pfn = first_pfn; pfn < first_pfn + count; pfn++) {
-		if (host_owns_(pfn))
-			counters_.must_tell_host_violations++;
-	}
+	counters_.must_tell_host_violations += host_owns_(first_pfn, count);
 }
 
 static_assert(vb::BalloonOs<SimOs>);

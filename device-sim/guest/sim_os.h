@@ -45,7 +45,8 @@ struct FreePagePolicy {
 
 class SimOs {
 public:
-	using HostOwnsPage = std::function<bool(uint64_t pfn)>;
+	// How many pages of a run the host holds.
+	using HostOwnsPage = std::function<uint64_t(uint64_t first_pfn, uint64_t count)>;
 
 	SimOs(GuestMemory& memory, Transport& transport, BuddyAllocator& allocator,
 	      FreePagePolicy free_policy, bool verbose);

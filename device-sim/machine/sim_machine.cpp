@@ -23,7 +23,8 @@ SimMachine::SimMachine(const MachineConfig& machine_config)
 	  device(prepared(memory, config), config.device),
 	  guest(memory, device.transport(), config.guest)
 {
-	guest.set_host_owns_probe([this](uint64_t pfn) { return device.host_owns(pfn); });
+	guest.set_host_owns_probe(
+		[this](uint64_t first_pfn, uint64_t count) { return device.host_owned_in_run(first_pfn, count); });
 }
 
 std::string SimMachine::boot()

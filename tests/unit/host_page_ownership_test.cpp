@@ -69,6 +69,11 @@ TEST(HostPageOwnership, RunsAgreeWithSinglePages)
 		uint64_t changed_by_run = take ? by_run.take_run(first, count) : by_run.give_back_run(first, count);
 		ASSERT_EQ(changed_by_run, changed_by_page) << "round " << round;
 		ASSERT_EQ(by_run.owned_pages(), by_page.owned_pages());
+		// The run query agrees with asking page by page.
+		uint64_t probe_first = random() % 1100, probe_count = 1 + random() % 300, owned = 0;
+		for (uint64_t pfn = probe_first; pfn < probe_first + probe_count; pfn++)
+			owned += by_page.owns(pfn);
+		ASSERT_EQ(by_run.owned_in_run(probe_first, probe_count), owned) << "round " << round;
 	}
 	for (uint64_t pfn = 0; pfn < 1000; pfn++)
 		ASSERT_EQ(by_run.owns(pfn), by_page.owns(pfn)) << pfn;
