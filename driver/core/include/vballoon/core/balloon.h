@@ -109,6 +109,13 @@ public:
 	static constexpr uint32_t kChunksPerMessageMax = 32;
 	static constexpr uint64_t kChunkedStepPfns = 65536;
 	static constexpr size_t kRunsPerStep = kPfnsPerStep;
+	// Inflate sends a step in batches, each on the ring as soon as it is allocated, so the
+	// host discards one batch while the guest allocates the next (balloon_inflate.h): a
+	// message's worth of PFNs, or with VB_F_X_CHUNKED this much (16 batches a step).
+	static constexpr uint64_t kChunkedBatchPfns = kChunkedStepPfns / 4;
+	// Message slots the inflate may hold while it lets go of the lock between batches: the
+	// rest stay free for a deflate from the OOM notifier meanwhile.
+	static constexpr uint32_t kPipelineSlots = (1u << (kMessagesInFlight - 1)) - 1;
 
 	// The page runs one step works on: most of the balloon's memory, and never read by the
 	// device, so the OS keeps them apart from the object (in Linux: the object holds the
@@ -219,8 +226,15 @@ private:
 
 	// Inflate (balloon_inflate.h).
 	StepResult inflate(uint64_t wanted_pfns);
-	size_t allocate_runs(uint64_t wanted_pages, bool* short_of_pages);
-	size_t fold_last_run(size_t run_count);
+	// Blocks a 32-bit PFN cannot name, held aside until the step ends.
+	struct HeldBlocks {
+		PageRun blocks[kUnreachableHeld];
+		size_t count = 0;
+	};
+	size_t allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
+			     uint64_t* allocated, bool* short_of_pages);
+	size_t fold_last_run(size_t first_run, size_t run_count);
+	uint64_t batch_pages() const;
 
 	void keep_inflated(PageRun run);
 
@@ -234,8 +248,55 @@ private:
 	HostReply tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
 			    OnAcknowledged&& on_acknowledged,
 			    InitialisedBits bits = InitialisedBits::kRecord);
-	void pack_message(Message& message, QueueKind queue, const PageRun* runs,
-			  RunCursor* packed_end, PfnPacker& pfn_packer, ChunkPacker& chunk_packer);
+
+	// The messages of one call on one queue: what was packed, sent and acknowledged so far.
+	// tell_host() runs one from start to end under the lock; the inflate hands one its runs
+	// batch by batch as it allocates them and lets go of the lock in between, messages
+	// still in flight (balloon_inflate.h). Every function taking one is called with the
+	// balloon lock held.
+	struct Outbox {
+		Outbox(QueueKind kind, const PageRun* page_runs, unsigned page_shift, uint32_t usable)
+			: queue(kind), runs(page_runs), pfn_packer(page_runs, 0, page_shift),
+			  chunk_packer(page_runs, 0, page_shift), slots(usable)
+		{
+		}
+		QueueKind queue;
+		const PageRun* runs;
+		size_t run_count = 0;
+		uint64_t total_pages = 0;
+		PfnPacker pfn_packer;
+		ChunkPacker chunk_packer;
+		RunCursor packed_end; // where the next message starts
+		uint64_t sent_pages = 0;
+		uint32_t slots;         // the message slots this outbox may use
+		uint32_t in_flight = 0; // slots whose message is on the ring
+		int packed_slot = -1;   // a message packed but not yet accepted by the queue
+		bool unfit = false;     // no message fits the ring: nothing is ever sent
+		bool device_gone = false;
+		RunSpan lost[kMessagesInFlightMax];
+		uint32_t lost_count = 0;
+
+		// Slots holding a message of this outbox (on the ring or waiting for room).
+		uint32_t held() const { return in_flight | (packed_slot >= 0 ? 1u << packed_slot : 0); }
+	};
+	// Slots nobody else holds right now: those of an inflate between batches are taken.
+	uint32_t free_slots() const { return ((1u << kMessagesInFlight) - 1) & ~inflate_held_slots_; }
+	void outbox_open(Outbox& box);
+	void outbox_extend(Outbox& box, size_t run_count);
+	bool outbox_all_packed(const Outbox& box) const;
+	// Adds messages while there are pages, free slots and room on the ring; kicks once.
+	template <class OnAcknowledged> void outbox_push(Outbox& box, OnAcknowledged& on_acknowledged);
+	// Takes one buffer the device returned, waiting for it if `wait`. False when there is
+	// none: not yet (without wait), or never (the device is gone; in-flight messages lost).
+	template <class OnAcknowledged>
+	bool outbox_collect(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits,
+			    bool wait);
+	template <class OnAcknowledged>
+	void outbox_take(Outbox& box, void* token, uint32_t len, OnAcknowledged& on_acknowledged,
+			 InitialisedBits bits);
+	void outbox_lose_in_flight(Outbox& box);
+	HostReply outbox_close(Outbox& box);
+	void pack_message(Message& message, Outbox& box);
 	bool add_message(QueueKind queue, Message& message);
 	int slot_of(const void* token, uint32_t in_flight) const;
 	static uint64_t lost_pages(const HostReply& reply);
@@ -285,6 +346,11 @@ private:
 
 	// Buffers the device reads: they must live where phys_addr() can name them.
 	Message messages_[kMessagesInFlight];
+	// While an inflate has let go of the lock between batches (balloon lock): the message
+	// slots it holds, which no other call may use, and that it owns inflateq, so migration
+	// must not send on it (it would take the inflate's acknowledgements for its own).
+	uint32_t inflate_held_slots_ = 0;
+	bool inflate_between_batches_ = false;
 	vb_stat_entry stats_[VB_S_NR];
 	uint32_t stats_tag_mask_ = 0;
 	uint32_t stats_count_ = 0;
