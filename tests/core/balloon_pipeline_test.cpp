@@ -267,6 +267,25 @@ TEST(BalloonPipeline, MigrationIsRefusedWhileTheInflateHasMessagesInFlight)
 	expect_accounted(guest, kBatch + kStep);
 }
 
+// The host lowers the target while a step runs: the step stops after the batch it is
+// allocating, without overshooting by the rest of the step (and then deflating it back).
+TEST(BalloonPipeline, ATargetLoweredMidStepEndsTheStepAtTheNextBatch)
+{
+	Guest guest(kStandard);
+	guest.balloon.set_max_chunk_order(0);
+	size_t allocations = 0;
+	guest.os.after_alloc = [&] {
+		if (++allocations == kBatch + 10)
+			guest.set_target(2 * kBatch);
+	};
+	guest.set_target(kStep);
+	EXPECT_EQ(guest.balloon.adjust_towards_target(), vb::StepResult::kMoreWork);
+	EXPECT_EQ(pages_of(guest.os.events_of(Event::kAlloc)), 2 * kBatch);
+	EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_TRUE(sent_pfns(guest.os, vb::QueueKind::kDeflate).empty());
+	expect_accounted(guest, 2 * kBatch);
+}
+
 // Chunked, with 2 MiB blocks: batches never make the blocks smaller, and each batch is a
 // message of its own.
 TEST(BalloonPipeline, ChunkedBatchesKeepTheLargestBlocks)

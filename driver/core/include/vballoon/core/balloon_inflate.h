@@ -127,7 +127,11 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 	const bool awaits_acks = !VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED);
 	// Pages join the balloon list as the host acknowledges them, under the lock: deflate
 	// and compaction never see a page the host has not taken.
-	auto acknowledged = [this](PageRun run) { keep_inflated(run); };
+	uint64_t acknowledged_pages = 0;
+	auto acknowledged = [this, &acknowledged_pages](PageRun run) {
+		keep_inflated(run);
+		acknowledged_pages += run.count;
+	};
 	Outbox box(QueueKind::kInflate, inflate_runs_, traits_.page_shift, kPipelineSlots);
 	HeldBlocks unreachable;
 	uint64_t allocated = 0;
@@ -153,12 +157,27 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 	};
 
 	for (;;) {
+		// The next batch, once everything allocated so far is on the ring.
+		uint64_t batch = 0;
 		if (allocating && allocated < wanted_pages && run_count < kRunsPerStep &&
 		    box.sent_pages == box.total_pages) {
+			batch = min(batch_pages(), wanted_pages - allocated);
+			if (allocated) {
+				// The host may lower the target while a step runs: ask again,
+				// counting what is ballooned and what is on its way.
+				const uint64_t target = target_pfns();
+				const uint64_t committed = balloon_pfns_.get() +
+							   (allocated - acknowledged_pages) * pfns_per_page_;
+				batch = target > committed ? min(batch, (target - committed) / pfns_per_page_) : 0;
+				if (!batch)
+					allocating = false;
+			}
+		}
+		if (batch) {
 			const size_t first_run = run_count;
 			uint64_t batch_allocated;
-			run_count = allocate_runs(first_run, min(batch_pages(), wanted_pages - allocated),
-						  &unreachable, &batch_allocated, &short_of_pages);
+			run_count = allocate_runs(first_run, batch, &unreachable, &batch_allocated,
+						  &short_of_pages);
 			allocated += batch_allocated;
 			if (short_of_pages || !batch_allocated)
 				allocating = false;
