@@ -101,14 +101,16 @@ public:
 	static constexpr unsigned kLargestChunkOrder = 9;
 	// Allocated blocks beyond 16 TiB held aside in one step before it gives up.
 	static constexpr size_t kUnreachableHeld = 16;
-	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one step may move
-	// (1 GiB: 512 runs of 2 MiB; the run arrays bound it when memory is fragmented). Each
-	// step ends with the pipeline drained (the host idle while the guest books the last
-	// batch and starts the next step): bench/inflate measured 1 GiB steps 2 to 5 ms faster
-	// over 7 GiB than 256 MiB ones once inflate was pipelined. The lock is not held across
-	// a step any more, and the target is read again before every batch.
+	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one inflate step
+	// may move (1 GiB: 512 runs of 2 MiB; the run arrays bound it when memory is
+	// fragmented). Each step ends with the pipeline drained (the host idle while the guest
+	// books the last batch and starts the next step): bench/inflate measured 1 GiB steps 2
+	// to 5 ms faster over 7 GiB than 256 MiB ones once inflate was pipelined. Inflate holds
+	// no lock across a step, and reads the target again before every batch. A deflate step
+	// holds the lock throughout (the OOM notifier may wait behind it), so it stays 256 MiB.
 	static constexpr uint32_t kChunksPerMessageMax = 32;
 	static constexpr uint64_t kChunkedStepPfns = 262144;
+	static constexpr uint64_t kChunkedDeflateStepPfns = 65536;
 	static constexpr size_t kRunsPerStep = kPfnsPerStep;
 	// Inflate sends a step in batches, each on the ring as soon as it is allocated, so the
 	// host discards one batch while the guest allocates the next (balloon_inflate.h): a
@@ -318,7 +320,8 @@ private:
 	{
 		return (chunked() ? chunks : 1) + (carries_bitmap(queue) ? 1 : 0);
 	}
-	uint64_t step_pfns() const { return chunked() ? kChunkedStepPfns : kPfnsPerStep; }
+	uint64_t inflate_step_pfns() const { return chunked() ? kChunkedStepPfns : kPfnsPerStep; }
+	uint64_t deflate_step_pfns() const { return chunked() ? kChunkedDeflateStepPfns : kPfnsPerStep; }
 	void update_actual_locked();
 
 	// Free page hinting (balloon_hint.h).
@@ -433,9 +436,9 @@ template <BalloonOs Os> StepResult Balloon<Os>::adjust_towards_target()
 	uint64_t current = balloon_pfns_.get();
 
 	if (target > current)
-		return inflate(min<uint64_t>(target - current, step_pfns()));
+		return inflate(min<uint64_t>(target - current, inflate_step_pfns()));
 	if (target < current) {
-		if (deflate(min<uint64_t>(current - target, step_pfns())).stalled)
+		if (deflate(min<uint64_t>(current - target, deflate_step_pfns())).stalled)
 			return StepResult::kStalled;
 		return balloon_pfns_.get() == target ? StepResult::kSettled : StepResult::kMoreWork;
 	}
@@ -458,7 +461,7 @@ template <BalloonOs Os> void Balloon<Os>::update_actual_locked()
 template <BalloonOs Os> void Balloon<Os>::release_all()
 {
 	while (balloon_pfns_.get() != 0) {
-		DeflateResult result = deflate(step_pfns());
+		DeflateResult result = deflate(deflate_step_pfns());
 		if (result.stalled || result.freed_pfns == 0)
 			break;
 	}
