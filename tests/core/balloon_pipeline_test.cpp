@@ -163,9 +163,8 @@ TEST(BalloonPipeline, AQueueRefusingMidStepGivesBackExactlyWhatWasNeverSent)
 	expect_accounted(guest, kStep);
 }
 
-// One acknowledgement, then the device goes away with three batches in flight and one
-// more allocated: the lost batches stay in the balloon until the reset, the rest of the
-// step is never allocated.
+// One acknowledgement, then the device goes away with the rest of the step in flight: the
+// lost batches stay in the balloon until the reset, and nothing more is allocated.
 TEST(BalloonPipeline, ADeviceGoneMidPipelineLosesNothing)
 {
 	Guest guest(kStandard);

@@ -118,9 +118,11 @@ public:
 	// batches were slower, the host's fixed cost per request and per madvise outweighing
 	// the earlier start).
 	static constexpr uint64_t kChunkedBatchPfns = kChunkedStepPfns / 8;
-	// Message slots the inflate may hold while it lets go of the lock between batches: the
-	// rest stay free for a deflate from the OOM notifier meanwhile.
-	static constexpr uint32_t kPipelineSlots = (1u << (kMessagesInFlight - 1)) - 1;
+	// Message slots: one more than a call may have in flight, so that while an inflate
+	// holds its four between batches (the lock let go), a deflate from the OOM notifier
+	// still finds one.
+	static constexpr uint32_t kMessageSlots = kMessagesInFlight + 1;
+	static constexpr uint32_t kPipelineSlots = (1u << kMessagesInFlight) - 1;
 
 	// The page runs one step works on: most of the balloon's memory, and never read by the
 	// device, so the OS keeps them apart from the object (in Linux: the object holds the
@@ -212,9 +214,11 @@ private:
 	// VB_F_X_INIT_ON_INFLATE the device writes one bit per PFN (or per chunk) into
 	// `initialised`.
 	struct Message {
-		uint32_t pfns[kPfnsPerMessage];
+		union { // one or the other, as VB_F_X_CHUNKED says
+			uint32_t pfns[kPfnsPerMessage];
+			Segment chunks[kChunksPerMessageMax];
+		};
 		uint8_t initialised[kPfnsPerMessage / 8];
-		Segment chunks[kChunksPerMessageMax];
 		uint32_t count;
 		RunSpan span; // the pages of tell_host()'s runs this message carries
 	};
@@ -284,8 +288,18 @@ private:
 		// Slots holding a message of this outbox (on the ring or waiting for room).
 		uint32_t held() const { return in_flight | (packed_slot >= 0 ? 1u << packed_slot : 0); }
 	};
-	// Slots nobody else holds right now: those of an inflate between batches are taken.
-	uint32_t free_slots() const { return ((1u << kMessagesInFlight) - 1) & ~inflate_held_slots_; }
+	// The slots a call may use: the lowest kMessagesInFlight of those nobody holds right
+	// now (an inflate between batches holds some).
+	uint32_t free_slots() const
+	{
+		uint32_t free = ((1u << kMessageSlots) - 1) & ~inflate_held_slots_;
+		uint32_t usable = 0;
+		for (uint32_t n = 0; free && n < kMessagesInFlight; n++) {
+			usable |= free & -free;
+			free &= free - 1;
+		}
+		return usable;
+	}
 	void outbox_open(Outbox& box);
 	void outbox_extend(Outbox& box, size_t run_count);
 	bool outbox_all_packed(const Outbox& box) const;
@@ -351,7 +365,7 @@ private:
 	PageRun* const deflate_runs_;
 
 	// Buffers the device reads: they must live where phys_addr() can name them.
-	Message messages_[kMessagesInFlight];
+	Message messages_[kMessageSlots];
 	// While an inflate has let go of the lock between batches (balloon lock): the message
 	// slots it holds, which no other call may use, and that it owns inflateq, so migration
 	// must not send on it (it would take the inflate's acknowledgements for its own).

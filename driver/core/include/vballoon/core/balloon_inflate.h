@@ -112,7 +112,7 @@ template <BalloonOs Os> uint64_t Balloon<Os>::batch_pages() const
 // what may run then, and why nothing is lost (docs/design.md, "Pipelined inflate"):
 // - a deflate from the OOM notifier: it sends on deflateq, takes only pages already on
 //   the balloon list (acknowledged ones), and uses message slots the inflate does not
-//   hold (the inflate holds at most kPipelineSlots, so one is always free);
+//   hold (the inflate holds at most kPipelineSlots, four of the five, so one is free);
 // - migration: refused while the inflate owns inflateq (inflate_between_batches_), as when
 //   the lock is busy; compaction tries again later;
 // - hinting and reporting use their own queues and never this lock.

@@ -116,7 +116,7 @@ bool Balloon<Os>::outbox_collect(Outbox& box, OnAcknowledged& on_acknowledged,
 template <BalloonOs Os> void Balloon<Os>::outbox_lose_in_flight(Outbox& box)
 {
 	box.device_gone = true;
-	for (uint32_t slot = 0; slot < kMessagesInFlight; slot++) {
+	for (uint32_t slot = 0; slot < kMessageSlots; slot++) {
 		if (box.in_flight & (1u << slot))
 			box.lost[box.lost_count++] = messages_[slot].span;
 	}
@@ -195,7 +195,7 @@ template <BalloonOs Os> uint64_t Balloon<Os>::lost_pages(const HostReply& reply)
 
 template <BalloonOs Os> int Balloon<Os>::slot_of(const void* token, uint32_t in_flight) const
 {
-	for (uint32_t slot = 0; slot < kMessagesInFlight; slot++) {
+	for (uint32_t slot = 0; slot < kMessageSlots; slot++) {
 		if (token == &messages_[slot] && (in_flight & (1u << slot)))
 			return static_cast<int>(slot);
 	}
