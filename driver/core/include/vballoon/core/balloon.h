@@ -104,8 +104,8 @@ public:
 	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one inflate step
 	// may move (1 GiB: 512 runs of 2 MiB; the run arrays bound it when memory is
 	// fragmented). Each step ends with the pipeline drained (the host idle while the guest
-	// books the last batch and starts the next step): bench/inflate measured 1 GiB steps 2
-	// to 5 ms faster over 7 GiB than 256 MiB ones once inflate was pipelined. Inflate holds
+	// books the last batch and starts the next step): bench/inflate measured 1 GiB steps
+	// about 2 ms faster over 7 GiB than 256 MiB ones (threads pinned). Inflate holds
 	// no lock across a step, and reads the target again before every batch. A deflate step
 	// holds the lock throughout (the OOM notifier may wait behind it), so it stays 256 MiB.
 	static constexpr uint32_t kChunksPerMessageMax = 32;
