@@ -292,6 +292,11 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 	}
 	sample.negotiated_features = guest.negotiated_features();
 	check_negotiated(mode, sample.negotiated_features, sample);
+	if (config.pin_threads && (!guest.run_worker_on_cpu(0) ||
+				   !device.transport().run_device_thread_on_cpu(1))) {
+		sample.problems.push_back("--pin-threads: cannot keep the threads on CPUs 0 and 1");
+		return sample;
+	}
 
 	const uint64_t target = config.balloon_bytes / GuestMemory::kPageBytes;
 	Snapshot before = Snapshot::take(device, guest, VB_QUEUE_INFLATE);

@@ -28,6 +28,11 @@ struct BenchConfig {
 	// discards what each request names, as QEMU and Firecracker do on THP; 2 MiB waits for
 	// whole huge pages (issue point 3).
 	uint64_t host_page_bytes = 4096;
+	// Keep the guest's worker on CPU 0 and the device thread on CPU 1 (--pin-threads): a
+	// guest's vCPU and the host's device thread on CPUs of their own, as in a VM. Left to
+	// itself, the scheduler of a small machine often wakes each of the two on the other's
+	// CPU, and they take turns there instead of working side by side.
+	bool pin_threads = false;
 };
 
 // One direction (inflate or deflate): wall time from setting the target until the driver

@@ -68,11 +68,12 @@ int run_sweep_command(std::vector<uint64_t> sizes_gib, unsigned reps, const Benc
 	std::string error;
 	options.modes = modes_list == "all" ? *parse_modes("pfn-merged,chunked,limit", &error) : modes;
 	fmt::print("vballoon-bench-inflate --sweep: guests of {} GiB, balloon 7/8 of RAM, {} reps "
-		   "({} from {} GiB on), backing {}, profile {}; load average before: {}\n",
+		   "({} from {} GiB on), backing {}, profile {}{}; load average before: {}\n",
 		   fmt::join(sizes_gib, ", "), reps, std::max(1u, reps - 1),
 		   options.fewer_reps_from_gib,
 		   config.backing == vbsim::PageBacking::kTransparentHugePages ? "thp" : "small",
-		   config.profile, load_average());
+		   config.profile, config.pin_threads ? ", threads pinned (--pin-threads)" : "",
+		   load_average());
 	std::fflush(stdout);
 	SweepResult result;
 	try {
@@ -106,6 +107,7 @@ int main(int argc, char** argv)
 	std::string profile = "qemu-7.2";
 	std::string json_path;
 	bool track_huge_pages = false;
+	bool pin_threads = false;
 
 	CLI::App app{"Inflate a simulated guest's balloon in every mode side by side, next to the "
 		     "machine's limit (seed 004)."};
@@ -130,6 +132,9 @@ int main(int argc, char** argv)
 	app.add_flag("--track-huge-pages", track_huge_pages,
 		     "The device discards a 2 MiB host page only once all of it is ballooned "
 		     "(default: it discards what each request names, as QEMU and Firecracker do)");
+	app.add_flag("--pin-threads", pin_threads,
+		     "Keep the guest's worker on CPU 0 and the device thread on CPU 1, as a vCPU "
+		     "and a host thread on CPUs of their own (default: the scheduler places them)");
 	app.add_option("--json", json_path, "Also write the results as JSON to this file");
 	std::vector<uint64_t> sweep_gib;
 	app.add_option("--sweep", sweep_gib,
@@ -174,6 +179,9 @@ int main(int argc, char** argv)
 	config.profile = profile;
 	if (track_huge_pages)
 		config.host_page_bytes = kHugePageBytes;
+	if (pin_threads && read_machine_info().cpus < 2)
+		return usage_error("--pin-threads needs at least 2 CPUs");
+	config.pin_threads = pin_threads;
 	std::string error;
 	const std::optional<std::vector<Mode>> modes = parse_modes(modes_list, &error);
 	if (!modes)

@@ -360,6 +360,9 @@ std::string header_text(const Report& report)
 			   "{} in {} threads (timed below)\n",
 			   gib(config.ram_bytes), to_string(report.populate_method),
 			   config.populate_threads);
+	out += fmt::format("threads:  {}\n",
+			   config.pin_threads ? "guest worker on CPU 0, device thread on CPU 1 (--pin-threads)"
+					      : "placed by the scheduler");
 	out += fmt::format(
 		"runs:     {} repetitions of {} modes, interleaved (every repetition runs "
 		"each mode once, the first mode rotating);\n          each run builds a new "
@@ -495,7 +498,8 @@ nlohmann::json to_json(const Report& report)
 		  {"reps", report.reps},
 		  {"modes", mode_names},
 		  {"populate_method", to_string(report.populate_method)},
-		  {"populate_threads", config.populate_threads}}},
+		  {"populate_threads", config.populate_threads},
+		  {"pin_threads", config.pin_threads}}},
 		{"machine", to_json(report.machine)},
 		{"load_average_before", report.load_before},
 		{"load_average_after", report.load_after},

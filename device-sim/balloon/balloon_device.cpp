@@ -297,6 +297,10 @@ void BalloonDevice::drain_queue(unsigned index, vb_queue_kind kind)
 			switch (faults_.before_chain(kind)) {
 			case FaultInjector::ChainFate::kServe:
 				handle_chain(*queue, kind, chain_);
+				if (options_.profile.notifies_each_request &&
+				    (kind == VB_QUEUE_INFLATE || kind == VB_QUEUE_DEFLATE) &&
+				    !faults_.drop_interrupt(kind))
+					transport_.signal_used(index);
 				break;
 			case FaultInjector::ChainFate::kBreak:
 				// The chain is neither served nor returned.

@@ -33,7 +33,9 @@ BalloonProfile with_extra_features(BalloonProfile profile, uint64_t extra_featur
 // FPH, or reporting) is offered, so 16 with the defaults. ivq/dvq/svq have 128 entries,
 // free_page_vq VIRTQUEUE_MAX_SIZE (1024), reporting_vq 32. virtio-pci adds
 // RING_INDIRECT_DESC and RING_EVENT_IDX (DEFINE_VIRTIO_COMMON_FEATURES, both on).
-// Inflate has no per-descriptor cap.
+// Inflate has no per-descriptor cap. virtio_balloon_handle_output() calls virtio_notify()
+// after each element it pushes, so the guest hears of every request as it is done
+// (EVENT_IDX permitting).
 BalloonProfile qemu_7_2_profile(uint64_t extra_features)
 {
 	BalloonProfile profile;
@@ -48,12 +50,14 @@ BalloonProfile qemu_7_2_profile(uint64_t extra_features)
 	profile.free_page_queue_size = 1024;
 	profile.reporting_queue_size = 32;
 	profile.max_pfn_bytes_per_request = kUncappedHostPfnBytesBound;
+	profile.notifies_each_request = true;
 	return with_extra_features(profile, extra_features);
 }
 
 // Firecracker, src/vmm/src/devices/virtio/balloon/ (checked at 81b38b9d): VERSION_1 always;
 // DEFLATE_ON_OOM, STATS_VQ (when stats_polling_interval_s > 0), FREE_PAGE_HINTING and
-// FREE_PAGE_REPORTING on request; no MUST_TELL_HOST, no ring features.
+// FREE_PAGE_REPORTING on request; no MUST_TELL_HOST, no ring features. process_inflate()
+// signals the used queue once, after its pass over the queue (as cloud-hypervisor does).
 // BALLOON_CONFIG_SPACE_SIZE = 12, every queue FIRECRACKER_MAX_QUEUE_SIZE = 256, and
 // descriptors of more than MAX_PAGES_IN_DESC = 256 PFNs are skipped.
 BalloonProfile firecracker_profile(uint64_t extra_features)

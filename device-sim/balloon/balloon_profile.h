@@ -27,6 +27,11 @@ struct BalloonProfile {
 	// whole. Firecracker and cloud-hypervisor stop at 256 PFNs (1 KiB); QEMU has no cap,
 	// and there our bound keeps the work per request finite.
 	uint32_t max_pfn_bytes_per_request = 0;
+	// Inflate and deflate requests: the device may interrupt after each request it returns
+	// (as the driver's interrupt suppression allows), not only once it has emptied the
+	// queue. A driver with several requests in flight then hears of the first while the
+	// host still works on the others.
+	bool notifies_each_request = false;
 };
 
 // The PFN-array bound for profiles whose host has none: 16384 PFNs (64 MiB of guest

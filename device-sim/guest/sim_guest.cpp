@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "transport/thread_cpu.h"
 #include "vballoon/core/features.h"
 #include "vballoon/support/mutant.h"
 
@@ -172,6 +173,11 @@ void SimGuest::remove()
 	core_->hint_device_reset();
 	core_->~Core();
 	core_ = nullptr;
+}
+
+bool SimGuest::run_worker_on_cpu(unsigned cpu)
+{
+	return worker_.joinable() && pin_thread_to_cpu(worker_, cpu);
 }
 
 void SimGuest::adjust_pass()

@@ -78,6 +78,9 @@ public:
 	// Unbinds: every balloon page goes back to the guest, then the device is reset.
 	void remove();
 	bool bound() const { return core_ != nullptr; }
+	// Keeps the worker thread (the one that inflates and deflates) on one CPU, as a
+	// benchmark may ask (thread_cpu.h); false when the driver is not bound.
+	bool run_worker_on_cpu(unsigned cpu);
 
 	// Blocks until the driver has handled every config change the device made and has
 	// settled or stalled; nullopt when `timeout` passed first (a hung device).

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "transport/device_loop.h"
 
+#include "transport/thread_cpu.h"
+
 #include <cerrno>
 #include <stdexcept>
 #include <system_error>
@@ -54,6 +56,11 @@ void DeviceLoop::stop()
 	thread_.join();
 	std::lock_guard lock(tasks_mutex_);
 	tasks_.clear();
+}
+
+bool DeviceLoop::run_on_cpu(unsigned cpu)
+{
+	return thread_.joinable() && pin_thread_to_cpu(thread_, cpu);
 }
 
 void DeviceLoop::post(std::function<void()> task)

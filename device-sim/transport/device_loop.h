@@ -34,6 +34,9 @@ public:
 	void start();
 	// Idempotent. Tasks still queued are dropped.
 	void stop();
+	// Keeps the loop thread on one CPU (a benchmark's choice, see bench/inflate); false
+	// when the thread is not running or the CPU cannot be used.
+	bool run_on_cpu(unsigned cpu);
 
 	// Runs `task` on the loop thread, in posting order.
 	void post(std::function<void()> task);

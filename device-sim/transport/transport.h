@@ -61,6 +61,8 @@ public:
 	// the backend goes away.
 	void start();
 	void stop();
+	// Keeps the device thread on one CPU (DeviceLoop::run_on_cpu()).
+	bool run_device_thread_on_cpu(unsigned cpu) { return loop_.run_on_cpu(cpu); }
 
 	// ---- Guest side: what a driver reaches through the transport ----------------------
 	uint64_t device_features() const { return offered_features_; }

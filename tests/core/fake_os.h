@@ -51,6 +51,11 @@ public:
 	// --- vb::BalloonOs ---
 	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
 	{
+		EXPECT_FALSE(lock_held) << "an allocation under the balloon lock";
+		if (allocations_before_failure == 0)
+			fail_allocations = true;
+		else if (allocations_before_failure > 0)
+			allocations_before_failure--;
 		if (fail_allocations) {
 			log_event(Event::of(Event::kAllocFail));
 			return false;
@@ -62,6 +67,8 @@ public:
 		}
 		*pfn = *block;
 		log_event(Event::of(Event::kAlloc, {}, *block, 1ull << order));
+		if (after_alloc)
+			after_alloc();
 		return true;
 	}
 	void free_page_run(vb::PageRun run)
@@ -168,6 +175,11 @@ public:
 		if (device_gone || refuse[static_cast<int>(queue)] ||
 		    q.pending.size() + q.in_device.size() >= queue_size(queue))
 			return false;
+		if (queue == vb::QueueKind::kInflate && inflate_adds_before_refusal >= 0 &&
+		    inflate_adds_before_refusal-- == 0) {
+			refuse[static_cast<int>(queue)] = true;
+			return false;
+		}
 		Event event = Event::of(Event::kAdd, queue);
 		event.token = token;
 		event.descriptors = n_out;
@@ -236,6 +248,10 @@ public:
 	void* queue_get_used(vb::QueueKind queue, uint32_t* len)
 	{
 		auto& q = queues[static_cast<int>(queue)];
+		// A device working beside the guest has finished the oldest request by now.
+		if (device_works_alongside && q.used.empty() && !q.in_device.empty() && !device_gone &&
+		    (queue == vb::QueueKind::kInflate || queue == vb::QueueKind::kDeflate))
+			return queue_wait_used(queue, len);
 		if (q.used.empty())
 			return nullptr;
 		void* token = q.used.front();
@@ -379,6 +395,14 @@ public:
 	int64_t managed_pages = 0;
 	bool lock_held = false;
 	bool fail_allocations = false;
+	// Allocations that still succeed before every later one fails (-1: no limit).
+	int allocations_before_failure = -1;
+	// Inflate buffers the queue still takes before it refuses every later one (-1: no limit).
+	int inflate_adds_before_refusal = -1;
+	// Inflate/deflate requests are acknowledged as soon as the core looks (queue_get_used),
+	// not only when it waits: a host that discards while the guest allocates.
+	bool device_works_alongside = false;
+	std::function<void()> after_alloc; // a test acting between two allocations
 };
 
 static_assert(vb::BalloonOs<FakeOs>);

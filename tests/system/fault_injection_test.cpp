@@ -69,6 +69,10 @@ TEST(Faults, LostInterruptsAreFoundByLookingAgain)
 	vbsim::FaultPlan faults;
 	faults.on(VB_QUEUE_INFLATE).drop_interrupt_every = 2;
 	faults.on(VB_QUEUE_DEFLATE).drop_interrupt_every = 2;
+	// A host slower than the driver, so the driver is asleep waiting when an interrupt is
+	// lost: a pipelined inflate otherwise often finds the buffer before it would sleep.
+	faults.on(VB_QUEUE_INFLATE).stall_per_chain = std::chrono::milliseconds(1);
+	faults.on(VB_QUEUE_DEFLATE).stall_per_chain = std::chrono::milliseconds(1);
 	Machine machine(with_faults(faults));
 	machine.boot();
 	ASSERT_EQ(machine.balloon_to(4000), vb::StepResult::kSettled);

@@ -101,14 +101,28 @@ public:
 	static constexpr unsigned kLargestChunkOrder = 9;
 	// Allocated blocks beyond 16 TiB held aside in one step before it gives up.
 	static constexpr size_t kUnreachableHeld = 16;
-	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one step may move
-	// (runs of 2 MiB make this 128 runs; the run arrays bound it when memory is fragmented).
-	// 1 GiB steps (7 kicks instead of 28 for 7 GiB) measured no faster in bench/inflate:
-	// the wakeups are not where the time goes, and a longer step holds the balloon lock
-	// longer.
+	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one inflate step
+	// may move (1 GiB: 512 runs of 2 MiB; the run arrays bound it when memory is
+	// fragmented). Each step ends with the pipeline drained (the host idle while the guest
+	// books the last batch and starts the next step): bench/inflate measured 1 GiB steps
+	// about 2 ms faster over 7 GiB than 256 MiB ones (threads pinned). Inflate holds
+	// no lock across a step, and reads the target again before every batch. A deflate step
+	// holds the lock throughout (the OOM notifier may wait behind it), so it stays 256 MiB.
 	static constexpr uint32_t kChunksPerMessageMax = 32;
-	static constexpr uint64_t kChunkedStepPfns = 65536;
+	static constexpr uint64_t kChunkedStepPfns = 262144;
+	static constexpr uint64_t kChunkedDeflateStepPfns = 65536;
 	static constexpr size_t kRunsPerStep = kPfnsPerStep;
+	// Inflate sends a step in batches, each on the ring as soon as it is allocated, so the
+	// host discards one batch while the guest allocates the next (balloon_inflate.h): a
+	// message's worth of PFNs, or with VB_F_X_CHUNKED 128 MiB (bench/inflate: 64 and 32 MiB
+	// batches were slower, the host's fixed cost per request and per madvise outweighing
+	// the earlier start).
+	static constexpr uint64_t kChunkedBatchPfns = kChunkedStepPfns / 8;
+	// Message slots: one more than a call may have in flight, so that while an inflate
+	// holds its four between batches (the lock let go), a deflate from the OOM notifier
+	// still finds one.
+	static constexpr uint32_t kMessageSlots = kMessagesInFlight + 1;
+	static constexpr uint32_t kPipelineSlots = (1u << kMessagesInFlight) - 1;
 
 	// The page runs one step works on: most of the balloon's memory, and never read by the
 	// device, so the OS keeps them apart from the object (in Linux: the object holds the
@@ -201,9 +215,11 @@ private:
 	// VB_F_X_INIT_ON_INFLATE the device writes one bit per PFN (or per chunk) into
 	// `initialised`.
 	struct Message {
-		uint32_t pfns[kPfnsPerMessage];
+		union { // one or the other, as VB_F_X_CHUNKED says
+			uint32_t pfns[kPfnsPerMessage];
+			Segment chunks[kChunksPerMessageMax];
+		};
 		uint8_t initialised[kPfnsPerMessage / 8];
-		Segment chunks[kChunksPerMessageMax];
 		uint32_t count;
 		RunSpan span; // the pages of tell_host()'s runs this message carries
 	};
@@ -220,8 +236,15 @@ private:
 
 	// Inflate (balloon_inflate.h).
 	StepResult inflate(uint64_t wanted_pfns);
-	size_t allocate_runs(uint64_t wanted_pages, bool* short_of_pages);
-	size_t fold_last_run(size_t run_count);
+	// Blocks a 32-bit PFN cannot name, held aside until the step ends.
+	struct HeldBlocks {
+		PageRun blocks[kUnreachableHeld];
+		size_t count = 0;
+	};
+	size_t allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
+			     uint64_t* allocated, bool* short_of_pages);
+	size_t fold_last_run(size_t first_run, size_t run_count);
+	uint64_t batch_pages() const;
 
 	void keep_inflated(PageRun run);
 
@@ -235,8 +258,65 @@ private:
 	HostReply tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
 			    OnAcknowledged&& on_acknowledged,
 			    InitialisedBits bits = InitialisedBits::kRecord);
-	void pack_message(Message& message, QueueKind queue, const PageRun* runs,
-			  RunCursor* packed_end, PfnPacker& pfn_packer, ChunkPacker& chunk_packer);
+
+	// The messages of one call on one queue: what was packed, sent and acknowledged so far.
+	// tell_host() runs one from start to end under the lock; the inflate hands one its runs
+	// batch by batch as it allocates them and lets go of the lock in between, messages
+	// still in flight (balloon_inflate.h). Every function taking one is called with the
+	// balloon lock held.
+	struct Outbox {
+		Outbox(QueueKind kind, const PageRun* page_runs, unsigned page_shift, uint32_t usable)
+			: queue(kind), runs(page_runs), pfn_packer(page_runs, 0, page_shift),
+			  chunk_packer(page_runs, 0, page_shift), slots(usable)
+		{
+		}
+		QueueKind queue;
+		const PageRun* runs;
+		size_t run_count = 0;
+		uint64_t total_pages = 0;
+		PfnPacker pfn_packer;
+		ChunkPacker chunk_packer;
+		RunCursor packed_end; // where the next message starts
+		uint64_t sent_pages = 0;
+		uint32_t slots;         // the message slots this outbox may use
+		uint32_t in_flight = 0; // slots whose message is on the ring
+		int packed_slot = -1;   // a message packed but not yet accepted by the queue
+		bool unfit = false;     // no message fits the ring: nothing is ever sent
+		bool device_gone = false;
+		RunSpan lost[kMessagesInFlightMax];
+		uint32_t lost_count = 0;
+
+		// Slots holding a message of this outbox (on the ring or waiting for room).
+		uint32_t held() const { return in_flight | (packed_slot >= 0 ? 1u << packed_slot : 0); }
+	};
+	// The slots a call may use: the lowest kMessagesInFlight of those nobody holds right
+	// now (an inflate between batches holds some).
+	uint32_t free_slots() const
+	{
+		uint32_t free = ((1u << kMessageSlots) - 1) & ~inflate_held_slots_;
+		uint32_t usable = 0;
+		for (uint32_t n = 0; free && n < kMessagesInFlight; n++) {
+			usable |= free & -free;
+			free &= free - 1;
+		}
+		return usable;
+	}
+	void outbox_open(Outbox& box);
+	void outbox_extend(Outbox& box, size_t run_count);
+	bool outbox_all_packed(const Outbox& box) const;
+	// Adds messages while there are pages, free slots and room on the ring; kicks once.
+	template <class OnAcknowledged> void outbox_push(Outbox& box, OnAcknowledged& on_acknowledged);
+	// Takes one buffer the device returned, waiting for it if `wait`. False when there is
+	// none: not yet (without wait), or never (the device is gone; in-flight messages lost).
+	template <class OnAcknowledged>
+	bool outbox_collect(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits,
+			    bool wait);
+	template <class OnAcknowledged>
+	void outbox_take(Outbox& box, void* token, uint32_t len, OnAcknowledged& on_acknowledged,
+			 InitialisedBits bits);
+	void outbox_lose_in_flight(Outbox& box);
+	HostReply outbox_close(Outbox& box);
+	void pack_message(Message& message, Outbox& box);
 	bool add_message(QueueKind queue, Message& message);
 	int slot_of(const void* token, uint32_t in_flight) const;
 	static uint64_t lost_pages(const HostReply& reply);
@@ -255,7 +335,8 @@ private:
 	{
 		return (chunked() ? chunks : 1) + (carries_bitmap(queue) ? 1 : 0);
 	}
-	uint64_t step_pfns() const { return chunked() ? kChunkedStepPfns : kPfnsPerStep; }
+	uint64_t inflate_step_pfns() const { return chunked() ? kChunkedStepPfns : kPfnsPerStep; }
+	uint64_t deflate_step_pfns() const { return chunked() ? kChunkedDeflateStepPfns : kPfnsPerStep; }
 	void update_actual_locked();
 
 	// Free page hinting (balloon_hint.h).
@@ -285,7 +366,12 @@ private:
 	PageRun* const deflate_runs_;
 
 	// Buffers the device reads: they must live where phys_addr() can name them.
-	Message messages_[kMessagesInFlight];
+	Message messages_[kMessageSlots];
+	// While an inflate has let go of the lock between batches (balloon lock): the message
+	// slots it holds, which no other call may use, and that it owns inflateq, so migration
+	// must not send on it (it would take the inflate's acknowledgements for its own).
+	uint32_t inflate_held_slots_ = 0;
+	bool inflate_between_batches_ = false;
 	vb_stat_entry stats_[VB_S_NR];
 	uint32_t stats_tag_mask_ = 0;
 	uint32_t stats_count_ = 0;
@@ -367,9 +453,9 @@ template <BalloonOs Os> StepResult Balloon<Os>::adjust_towards_target()
 	uint64_t current = balloon_pfns_.get();
 
 	if (target > current)
-		return inflate(min<uint64_t>(target - current, step_pfns()));
+		return inflate(min<uint64_t>(target - current, inflate_step_pfns()));
 	if (target < current) {
-		if (deflate(min<uint64_t>(current - target, step_pfns())).stalled)
+		if (deflate(min<uint64_t>(current - target, deflate_step_pfns())).stalled)
 			return StepResult::kStalled;
 		return balloon_pfns_.get() == target ? StepResult::kSettled : StepResult::kMoreWork;
 	}
@@ -392,7 +478,7 @@ template <BalloonOs Os> void Balloon<Os>::update_actual_locked()
 template <BalloonOs Os> void Balloon<Os>::release_all()
 {
 	while (balloon_pfns_.get() != 0) {
-		DeflateResult result = deflate(step_pfns());
+		DeflateResult result = deflate(deflate_step_pfns());
 		if (result.stalled || result.freed_pfns == 0)
 			break;
 	}

@@ -8,22 +8,22 @@
 
 namespace vb {
 
-// Fills inflate_runs_ with up to `wanted_pages` pages, trying 2^max_chunk_order_ blocks
-// first and smaller ones as the larger run out. The allocator is never pushed: a failed
-// order is not retried in this step, and running out of order-0 pages ends the step.
-template <BalloonOs Os> size_t Balloon<Os>::allocate_runs(uint64_t wanted_pages, bool* short_of_pages)
+// Appends up to `wanted_pages` pages to inflate_runs_ from `first_run` on (the runs before
+// it are already with the host and stay as they are), trying 2^max_chunk_order_ blocks
+// first and smaller ones as the larger run out, and returns the new run count; `allocated`
+// says how many pages it added. The allocator is never pushed: a failed order is not
+// retried in this call, and running out of order-0 pages ends the step.
+template <BalloonOs Os>
+size_t Balloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
+				  uint64_t* allocated, bool* short_of_pages)
 {
-	// Blocks a 32-bit PFN cannot name are held aside until the step ends, so the
-	// allocator does not hand the same ones straight back.
-	PageRun unreachable[kUnreachableHeld];
-	size_t unreachable_count = 0;
-	size_t run_count = 0;
-	uint64_t allocated = 0;
+	size_t run_count = first_run;
 	unsigned order = max_chunk_order_;
 
+	*allocated = 0;
 	*short_of_pages = false;
-	while (allocated < wanted_pages) {
-		uint64_t left = wanted_pages - allocated;
+	while (*allocated < wanted_pages) {
+		uint64_t left = wanted_pages - *allocated;
 		uint64_t pfn;
 
 		while (order > 0 && (1ull << order) > left)
@@ -38,22 +38,24 @@ template <BalloonOs Os> size_t Balloon<Os>::allocate_runs(uint64_t wanted_pages,
 		}
 		PageRun block = {pfn, 1ull << order};
 		if (!run_fits_wire_pfns(block, traits_.page_shift)) {
+			// Held aside until the step ends, so the allocator does not hand the same
+			// blocks straight back.
 			counters_.unreachable_pages.add(block.count * pfns_per_page_);
-			unreachable[unreachable_count++] = block;
-			if (unreachable_count == kUnreachableHeld) {
+			unreachable->blocks[unreachable->count++] = block;
+			if (unreachable->count == kUnreachableHeld) {
 				*short_of_pages = true;
 				break;
 			}
 			continue;
 		}
-		PageRun* last = run_count ? &inflate_runs_[run_count - 1] : nullptr;
+		PageRun* last = run_count > first_run ? &inflate_runs_[run_count - 1] : nullptr;
 		if (last && last->first_pfn + last->count == block.first_pfn) {
 			last->count += block.count;
-			run_count = fold_last_run(run_count);
+			run_count = fold_last_run(first_run, run_count);
 		} else if (last && block.first_pfn + block.count == last->first_pfn) {
 			last->first_pfn = block.first_pfn;
 			last->count += block.count;
-			run_count = fold_last_run(run_count);
+			run_count = fold_last_run(first_run, run_count);
 		} else if (run_count < kRunsPerStep) {
 			inflate_runs_[run_count++] = block;
 		} else {
@@ -61,21 +63,19 @@ template <BalloonOs Os> size_t Balloon<Os>::allocate_runs(uint64_t wanted_pages,
 			os_.free_page_run(block);
 			break;
 		}
-		allocated += block.count;
+		*allocated += block.count;
 	}
-	for (size_t i = 0; i < unreachable_count; i++)
-		os_.free_page_run(unreachable[i]);
 	return run_count;
 }
 
 // A buddy allocator hands out the two halves of a split block one after the other, and
 // the blocks themselves often in falling address order: [a, a+2M), [a+2M, a+4M), then
 // [a-4M, a-2M), [a-2M, a). Once the last run has grown into the one before it, the two
-// become one, so a step over contiguous free memory is one run: one chunk descriptor on
+// become one, so a batch over contiguous free memory is one run: one chunk descriptor on
 // the wire and one discard on the host instead of one per 4 MiB.
-template <BalloonOs Os> size_t Balloon<Os>::fold_last_run(size_t run_count)
+template <BalloonOs Os> size_t Balloon<Os>::fold_last_run(size_t first_run, size_t run_count)
 {
-	if (run_count < 2)
+	if (run_count < first_run + 2)
 		return run_count;
 	PageRun& previous = inflate_runs_[run_count - 2];
 	const PageRun& last = inflate_runs_[run_count - 1];
@@ -91,25 +91,128 @@ template <BalloonOs Os> size_t Balloon<Os>::fold_last_run(size_t run_count)
 	return run_count;
 }
 
+// Pages one batch of a step allocates before it goes to the host: a message's worth of
+// PFNs, or with VB_F_X_CHUNKED kChunkedBatchPfns; never less than the largest block, so
+// batching never makes the blocks smaller.
+template <BalloonOs Os> uint64_t Balloon<Os>::batch_pages() const
+{
+	const uint64_t pfns = chunked() ? kChunkedBatchPfns : kPfnsPerMessage;
+	return max<uint64_t>(pfns / pfns_per_page_, 1ull << max_chunk_order_);
+}
+
+// One step, as a pipeline: the guest allocates a batch, puts its messages on the ring and
+// kicks, and allocates the next batch while the host discards the ones before; whenever it
+// comes back for the lock it puts the pages of the messages the host has returned
+// meanwhile on the balloon list. Once a batch waits for a free message slot it waits for
+// the host instead, without the lock.
+//
+// The lock is held only to send, collect acknowledgements and keep the books, never while
+// allocating (as in Linux: the OOM notifier must not wait behind an allocator that is
+// looking for memory) nor while waiting for the host. In between, messages are in flight;
+// what may run then, and why nothing is lost (docs/design.md, "Pipelined inflate"):
+// - a deflate from the OOM notifier: it sends on deflateq, takes only pages already on
+//   the balloon list (acknowledged ones), and uses message slots the inflate does not
+//   hold (the inflate holds at most kPipelineSlots, four of the five, so one is free);
+// - migration: refused while the inflate owns inflateq (inflate_between_batches_), as when
+//   the lock is busy; compaction tries again later;
+// - hinting and reporting use their own queues and never this lock.
+// A page joins the balloon list and `actual` only once its message is acknowledged; never
+// sent pages go back to the guest, lost ones stay until a reset (host_reply.h).
 template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 {
-	bool short_of_pages;
-	// Allocation happens before the lock, as in Linux: the OOM notifier must not wait
-	// behind an allocator that is looking for memory.
-	size_t run_count = allocate_runs(wanted_pfns / pfns_per_page_, &short_of_pages);
-	bool all_acknowledged = true;
+	const uint64_t wanted_pages = wanted_pfns / pfns_per_page_;
+	const bool guest_initialises = traits_.initialise_before_inflate &&
+				       !negotiated(VB_F_X_INIT_ON_INFLATE) &&
+				       !VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING);
+	const bool awaits_acks = !VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED);
+	// Pages join the balloon list as the host acknowledges them, under the lock: deflate
+	// and compaction never see a page the host has not taken.
+	uint64_t acknowledged_pages = 0;
+	auto acknowledged = [this, &acknowledged_pages](PageRun run) {
+		keep_inflated(run);
+		acknowledged_pages += run.count;
+	};
+	Outbox box(QueueKind::kInflate, inflate_runs_, traits_.page_shift, kPipelineSlots);
+	HeldBlocks unreachable;
+	uint64_t allocated = 0;
+	size_t run_count = 0;
+	bool allocating = true;
+	bool short_of_pages = false;
 
-	if (run_count) {
-		if (traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE) &&
-		    !VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING)) {
-			for (size_t i = 0; i < run_count; i++)
-				os_.initialise_pages(inflate_runs_[i]);
+	outbox_open(box);
+	// Under the lock: collect what the host returned, send what is allocated, and say
+	// whether allocating more still makes sense.
+	auto exchange = [&] {
+		outbox_extend(box, run_count);
+		if (awaits_acks) {
+			while (box.in_flight && outbox_collect(box, acknowledged, InitialisedBits::kRecord, false)) {
+			}
 		}
+		outbox_push(box, acknowledged);
+		// A queue that refuses with nothing in flight, or a device gone: stop here.
+		if (box.unfit || box.device_gone || (!box.in_flight && box.packed_slot >= 0))
+			allocating = false;
+		inflate_held_slots_ = box.held();
+		inflate_between_batches_ = box.held() != 0;
+	};
+
+	for (;;) {
+		// The next batch, once everything allocated so far is on the ring.
+		uint64_t batch = 0;
+		if (allocating && allocated < wanted_pages && run_count < kRunsPerStep &&
+		    box.sent_pages == box.total_pages) {
+			batch = min(batch_pages(), wanted_pages - allocated);
+			if (allocated) {
+				// The host may lower the target while a step runs: ask again,
+				// counting what is ballooned and what is on its way.
+				const uint64_t target = target_pfns();
+				const uint64_t committed = balloon_pfns_.get() +
+							   (allocated - acknowledged_pages) * pfns_per_page_;
+				batch = target > committed ? min(batch, (target - committed) / pfns_per_page_) : 0;
+				if (!batch)
+					allocating = false;
+			}
+		}
+		if (batch) {
+			const size_t first_run = run_count;
+			uint64_t batch_allocated;
+			run_count = allocate_runs(first_run, batch, &unreachable, &batch_allocated,
+						  &short_of_pages);
+			allocated += batch_allocated;
+			if (short_of_pages || !batch_allocated)
+				allocating = false;
+			if (guest_initialises) {
+				for (size_t i = first_run; i < run_count; i++)
+					os_.initialise_pages(inflate_runs_[i]);
+			}
+			if (batch_allocated) {
+				os_.lock();
+				exchange();
+				os_.unlock();
+				continue;
+			}
+		}
+		if (!box.in_flight || !awaits_acks)
+			break;
+		// Everything allocated is on the ring or waits for room on it: wait for the
+		// host, without the lock.
+		uint32_t len = 0;
+		void* token = os_.queue_wait_used(QueueKind::kInflate, &len);
 		os_.lock();
-		// Pages join the balloon list as the host acknowledges them, under the same
-		// lock hold: deflate and compaction never see a page the host has not taken.
-		HostReply reply = tell_host(QueueKind::kInflate, inflate_runs_, run_count,
-					    [this](PageRun run) { keep_inflated(run); });
+		if (token)
+			outbox_take(box, token, len, acknowledged, InitialisedBits::kRecord);
+		else
+			outbox_lose_in_flight(box);
+		exchange();
+		os_.unlock();
+	}
+
+	bool all_acknowledged = true;
+	if (allocated) {
+		os_.lock();
+		inflate_held_slots_ = 0;
+		inflate_between_batches_ = false;
+		HostReply reply = outbox_close(box);
 		reply.for_each_unacknowledged(inflate_runs_, [this](PageRun run, MessageOutcome outcome) {
 			if (outcome == MessageOutcome::kLost)
 				keep_inflated(run); // the host may hold it: not the guest's until a reset
@@ -120,6 +223,8 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 		update_actual_locked();
 		os_.unlock();
 	}
+	for (size_t i = 0; i < unreachable.count; i++)
+		os_.free_page_run(unreachable.blocks[i]);
 	if (short_of_pages)
 		counters_.alloc_failures.add(1);
 	// Out of pages, or the host did not take what it was sent: retry later rather than

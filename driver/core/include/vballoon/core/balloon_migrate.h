@@ -9,7 +9,8 @@
 namespace vb {
 
 // Returns false, having changed nothing, when the balloon is busy (compaction retries
-// later rather than wait behind an inflate that may itself be waiting for memory) or when
+// later rather than wait behind an inflate that may itself be waiting for memory, or that
+// has messages in flight between two batches) or when
 // the host did not acknowledge the move (compaction puts the old page back).
 template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_t new_pfn)
 {
@@ -18,6 +19,11 @@ template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_
 		return false;
 	if (!os_.try_lock())
 		return false;
+	// An inflate between two batches owns inflateq: its acknowledgements are not ours.
+	if (inflate_between_batches_) {
+		os_.unlock();
+		return false;
+	}
 
 	PageRun new_page = {new_pfn, 1};
 	PageRun old_page = {old_pfn, 1};

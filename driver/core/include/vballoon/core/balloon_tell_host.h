@@ -12,27 +12,156 @@
 namespace vb {
 
 // Sends every run, in order, in messages of at most kPfnsPerMessage PFNs (or the queue's
-// chunks per message), up to kMessagesInFlight at once, and returns once nothing is in
-// flight. `on_acknowledged(PageRun)` runs for the pages of each message as the device
-// returns it, before the device-initialised bits of that message are recorded (unless
-// `bits` says the pages are not on the balloon list); the pages
-// of messages that were refused or lost come back in the reply. Called with the balloon
-// lock held.
+// chunks per message), up to kMessagesInFlight at once (fewer while an inflate holds some
+// between its batches), and returns once nothing is in flight. `on_acknowledged(PageRun)`
+// runs for the pages of each message as the device returns it, before the
+// device-initialised bits of that message are recorded (unless `bits` says the pages are
+// not on the balloon list); the pages of messages that were refused or lost come back in
+// the reply. Called with the balloon lock held.
 template <BalloonOs Os>
 template <class OnAcknowledged>
 HostReply Balloon<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
 				 OnAcknowledged&& on_acknowledged, InitialisedBits bits)
 {
-	constexpr uint32_t kAllSlots = (1u << kMessagesInFlight) - 1;
-	HostReply reply;
-	uint64_t total_pages = 0;
-	for (size_t i = 0; i < run_count; i++)
-		total_pages += runs[i].count;
+	Outbox box(queue, runs, traits_.page_shift, free_slots());
+	outbox_open(box);
+	outbox_extend(box, run_count);
+	for (;;) {
+		outbox_push(box, on_acknowledged);
+		if (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED))
+			break;
+		if (!box.in_flight || !outbox_collect(box, on_acknowledged, bits, true))
+			break;
+	}
+	return outbox_close(box);
+}
 
-	// A message that can never fit is never tried: no chain is longer than its ring.
-	if (descriptors_per_message(queue, 1) > ring_size(queue)) {
+// A message that can never fit is never tried: no chain is longer than its ring.
+template <BalloonOs Os> void Balloon<Os>::outbox_open(Outbox& box)
+{
+	box.unfit = descriptors_per_message(box.queue, 1) > ring_size(box.queue);
+}
+
+// runs[0, run_count) are now the outbox's: those past the previous count are appended.
+template <BalloonOs Os> void Balloon<Os>::outbox_extend(Outbox& box, size_t run_count)
+{
+	for (size_t i = box.run_count; i < run_count; i++)
+		box.total_pages += box.runs[i].count;
+	box.run_count = run_count;
+	box.pfn_packer.extend(run_count);
+	box.chunk_packer.extend(run_count);
+}
+
+template <BalloonOs Os> bool Balloon<Os>::outbox_all_packed(const Outbox& box) const
+{
+	return chunked() ? box.chunk_packer.done() : box.pfn_packer.done();
+}
+
+template <BalloonOs Os>
+template <class OnAcknowledged>
+void Balloon<Os>::outbox_push(Outbox& box, OnAcknowledged& on_acknowledged)
+{
+	const QueueKind queue = box.queue;
+	bool added = false;
+
+	while (!box.unfit && !box.device_gone) {
+		if (box.packed_slot < 0) {
+			const uint32_t free = box.slots & ~box.in_flight;
+			if (outbox_all_packed(box) || !free)
+				break;
+			box.packed_slot = __builtin_ctz(free);
+			pack_message(messages_[box.packed_slot], box);
+		}
+		Message& message = messages_[box.packed_slot];
+		if (!add_message(queue, message))
+			break; // ring full: wait for the device to return one
+		box.in_flight |= 1u << box.packed_slot;
+		box.sent_pages += message.span.pages;
+		if ((queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)) ||
+		    (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED)))
+			for_each_part(box.runs, message.span, on_acknowledged);
+		if (queue == QueueKind::kInflate && VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING) &&
+		    traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE))
+			for_each_part(box.runs, message.span, [&](PageRun run) { os_.initialise_pages(run); });
+		box.packed_slot = -1;
+		added = true;
+		if (queue == QueueKind::kInflate)
+			counters_.inflate_messages.add(1);
+		else
+			counters_.deflate_messages.add(1);
+	}
+	if (added)
+		os_.queue_kick(queue);
+}
+
+template <BalloonOs Os>
+template <class OnAcknowledged>
+bool Balloon<Os>::outbox_collect(Outbox& box, OnAcknowledged& on_acknowledged,
+				 InitialisedBits bits, bool wait)
+{
+	uint32_t len = 0;
+	void* token = wait ? os_.queue_wait_used(box.queue, &len) : os_.queue_get_used(box.queue, &len);
+
+	if (!token) {
+		if (wait)
+			outbox_lose_in_flight(box);
+		return false;
+	}
+	outbox_take(box, token, len, on_acknowledged, bits);
+	return true;
+}
+
+// The OS gave up on the queue (device reset or removal): nothing in flight will come back,
+// and the host will not say what it did with it.
+template <BalloonOs Os> void Balloon<Os>::outbox_lose_in_flight(Outbox& box)
+{
+	box.device_gone = true;
+	for (uint32_t slot = 0; slot < kMessageSlots; slot++) {
+		if (box.in_flight & (1u << slot))
+			box.lost[box.lost_count++] = messages_[slot].span;
+	}
+	box.in_flight = 0;
+}
+
+// The device returned `token`, having written `len` bytes into it.
+template <BalloonOs Os>
+template <class OnAcknowledged>
+void Balloon<Os>::outbox_take(Outbox& box, void* token, uint32_t len,
+			      OnAcknowledged& on_acknowledged, InitialisedBits bits)
+{
+	const QueueKind queue = box.queue;
+	const int slot = slot_of(token, box.in_flight);
+	if (slot < 0) {
+		counters_.foreign_used_buffers.add(1);
+		if (foreign_log_.allow())
+			log(LogLevel::kWarning,
+			    "vballoon: device returned a buffer it was not given on queue %u "
+			    "(%llu times)\n",
+			    static_cast<unsigned>(queue),
+			    static_cast<unsigned long long>(foreign_log_.occurrences()));
+		return;
+	}
+	box.in_flight &= ~(1u << slot);
+	if (!(queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)))
+		for_each_part(box.runs, messages_[slot].span, on_acknowledged);
+	if (carries_bitmap(queue) && bits == InitialisedBits::kRecord)
+		record_device_initialised(messages_[slot], len);
+}
+
+// Nothing of the outbox is in flight any more: what became of the pages not acknowledged.
+template <BalloonOs Os> HostReply Balloon<Os>::outbox_close(Outbox& box)
+{
+	const QueueKind queue = box.queue;
+	HostReply reply;
+
+	reply.device_gone = box.device_gone;
+	for (uint32_t i = 0; i < box.lost_count; i++)
+		reply.lost[reply.lost_count++] = box.lost[i];
+	// Messages go out in the order of the runs: what was not sent is one span at the end.
+	reply.never_sent = {advance(box.runs, {}, box.sent_pages), box.total_pages - box.sent_pages};
+	if (reply.never_sent.pages && !reply.device_gone)
 		reply.refused = true;
-		reply.never_sent = {{}, total_pages};
+	if (box.unfit) {
 		counters_.queue_failures.add(1);
 		if (refused_log_.allow())
 			log(LogLevel::kError,
@@ -40,97 +169,16 @@ HostReply Balloon<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t ru
 			    static_cast<unsigned>(queue), ring_size(queue),
 			    descriptors_per_message(queue, 1),
 			    static_cast<unsigned long long>(refused_log_.occurrences()));
-		return reply;
-	}
-
-	PfnPacker pfn_packer(runs, run_count, traits_.page_shift);
-	ChunkPacker chunk_packer(runs, run_count, traits_.page_shift);
-	RunCursor packed_end; // where the next message starts
-	uint64_t sent_pages = 0;
-	uint32_t in_flight = 0;
-	int packed_slot = -1; // a message packed but not yet accepted by the queue
-	auto all_packed = [&] { return chunked() ? chunk_packer.done() : pfn_packer.done(); };
-
-	for (;;) {
-		bool added = false;
-
-		for (;;) {
-			if (packed_slot < 0) {
-				if (all_packed() || in_flight == kAllSlots)
-					break;
-				packed_slot = __builtin_ctz(~in_flight);
-				pack_message(messages_[packed_slot], queue, runs, &packed_end,
-					     pfn_packer, chunk_packer);
-			}
-			if (!add_message(queue, messages_[packed_slot]))
-				break; // ring full: wait for the device to return one
-			in_flight |= 1u << packed_slot;
-			sent_pages += messages_[packed_slot].span.pages;
-			if ((queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)) ||
-			    (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED)))
-				for_each_part(runs, messages_[packed_slot].span, on_acknowledged);
-			if (queue == QueueKind::kInflate && VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING) &&
-			    traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE))
-				for_each_part(runs, messages_[packed_slot].span, [&](PageRun run) { os_.initialise_pages(run); });
-			packed_slot = -1;
-			added = true;
-			if (queue == QueueKind::kInflate)
-				counters_.inflate_messages.add(1);
-			else
-				counters_.deflate_messages.add(1);
-		}
-		if (added)
-			os_.queue_kick(queue);
-		if (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED))
-			break;
-		if (!in_flight)
-			break;
-
-		uint32_t len;
-		void* token = os_.queue_wait_used(queue, &len);
-		if (!token) {
-			// The OS gave up on the queue (device reset or removal): nothing in flight
-			// will come back, and the host will not say what it did with it.
-			reply.device_gone = true;
-			for (uint32_t slot = 0; slot < kMessagesInFlight; slot++) {
-				if (in_flight & (1u << slot))
-					reply.lost[reply.lost_count++] = messages_[slot].span;
-			}
-			in_flight = 0;
-			break;
-		}
-		const int slot = slot_of(token, in_flight);
-		if (slot < 0) {
-			counters_.foreign_used_buffers.add(1);
-			if (foreign_log_.allow())
-				log(LogLevel::kWarning,
-				    "vballoon: device returned a buffer it was not given on queue %u "
-				    "(%llu times)\n",
-				    static_cast<unsigned>(queue),
-				    static_cast<unsigned long long>(foreign_log_.occurrences()));
-			continue;
-		}
-		in_flight &= ~(1u << slot);
-		if (!(queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)))
-			for_each_part(runs, messages_[slot].span, on_acknowledged);
-		if (carries_bitmap(queue) && bits == InitialisedBits::kRecord)
-			record_device_initialised(messages_[slot], len);
-	}
-
-	// Messages go out in the order of the runs: what was not sent is one span at the end.
-	reply.never_sent = {advance(runs, {}, sent_pages), total_pages - sent_pages};
-	if (reply.never_sent.pages && !reply.device_gone)
-		reply.refused = true;
-	if (!reply.all_acknowledged()) {
+	} else if (!reply.all_acknowledged()) {
 		counters_.queue_failures.add(1);
 		if (refused_log_.allow())
 			log(LogLevel::kError,
 			    "vballoon: queue %u: %llu of %llu pages not acknowledged (%s, %llu "
 			    "times)\n",
 			    static_cast<unsigned>(queue),
-			    static_cast<unsigned long long>(total_pages - sent_pages +
+			    static_cast<unsigned long long>(box.total_pages - box.sent_pages +
 							    lost_pages(reply)),
-			    static_cast<unsigned long long>(total_pages),
+			    static_cast<unsigned long long>(box.total_pages),
 			    reply.device_gone ? "device gone" : "queue refused",
 			    static_cast<unsigned long long>(refused_log_.occurrences()));
 	}
@@ -147,30 +195,27 @@ template <BalloonOs Os> uint64_t Balloon<Os>::lost_pages(const HostReply& reply)
 
 template <BalloonOs Os> int Balloon<Os>::slot_of(const void* token, uint32_t in_flight) const
 {
-	for (uint32_t slot = 0; slot < kMessagesInFlight; slot++) {
+	for (uint32_t slot = 0; slot < kMessageSlots; slot++) {
 		if (token == &messages_[slot] && (in_flight & (1u << slot)))
 			return static_cast<int>(slot);
 	}
 	return -1;
 }
 
-template <BalloonOs Os>
-void Balloon<Os>::pack_message(Message& message, QueueKind queue, const PageRun* runs,
-			       RunCursor* packed_end, PfnPacker& pfn_packer,
-			       ChunkPacker& chunk_packer)
+template <BalloonOs Os> void Balloon<Os>::pack_message(Message& message, Outbox& box)
 {
 	uint64_t pages = 0;
 
 	if (chunked()) {
-		message.count = chunk_packer.pack(message.chunks, chunks_per_message(queue));
+		message.count = box.chunk_packer.pack(message.chunks, chunks_per_message(box.queue));
 		for (uint32_t i = 0; i < message.count; i++)
 			pages += message.chunks[i].len >> traits_.page_shift;
 	} else {
-		message.count = pfn_packer.pack(message.pfns, kPfnsPerMessage);
+		message.count = box.pfn_packer.pack(message.pfns, kPfnsPerMessage);
 		pages = message.count / pfns_per_page_;
 	}
-	message.span = {*packed_end, pages};
-	*packed_end = advance(runs, *packed_end, pages);
+	message.span = {box.packed_end, pages};
+	box.packed_end = advance(box.runs, box.packed_end, pages);
 }
 
 template <BalloonOs Os> bool Balloon<Os>::add_message(QueueKind queue, Message& message)

@@ -20,6 +20,8 @@ public:
 	// been packed.
 	uint32_t pack(uint32_t* out, uint32_t capacity);
 	bool done() const { return run_index_ == run_count_; }
+	// More runs were appended to the array (those packed so far stay as they were).
+	void extend(size_t run_count) { run_count_ = run_count; }
 
 private:
 	const PageRun* runs_;
