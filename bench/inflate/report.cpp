@@ -18,9 +18,10 @@ namespace
 constexpr double kSeedPfnMs = 4126;
 constexpr double kSeedSgMs = 491;
 constexpr double kSeedSgGuestZeroMs = 2800;
-// The issue's goals for this benchmark, printed beside the measured ratios (never checked).
+// The issues' goals for this benchmark, printed beside the measured ratios (never checked):
+// at least 20x pfn-per-page (the first), within 1.2x of the limit (issue 10; was 1.5x).
 constexpr double kGoalSpeedupOverPfn = 20;
-constexpr double kGoalTimesLimit = 1.5;
+constexpr double kGoalTimesLimit = 1.2;
 
 struct Stats {
 	double min = 0;

@@ -102,22 +102,24 @@ public:
 	// Allocated blocks beyond 16 TiB held aside in one step before it gives up.
 	static constexpr size_t kUnreachableHeld = 16;
 	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one inflate step
-	// may move (1 GiB: 512 runs of 2 MiB; the run arrays bound it when memory is
-	// fragmented). Each step ends with the pipeline drained (the host idle while the guest
-	// books the last batch and starts the next step): bench/inflate measured 1 GiB steps
-	// about 2 ms faster over 7 GiB than 256 MiB ones (threads pinned). Inflate holds
-	// no lock across a step, and reads the target again before every batch. A deflate step
-	// holds the lock throughout (the OOM notifier may wait behind it), so it stays 256 MiB.
+	// may move (4 GiB; when memory is fragmented the run arrays, kRunsPerStep, end it
+	// sooner). Each step ends with the pipeline drained (the host idle while the guest
+	// books the last batch and starts the next step): bench/inflate (7 of 8 GiB, threads
+	// pinned, 9 reps) measured 1 GiB steps 1.25-1.31x the limit and 4 GiB steps
+	// 1.13-1.19x, once the simulated guest's allocator stopped dominating the guest's side.
+	// Inflate holds no lock across a step, and reads the target again before every batch.
+	// A deflate step holds the lock throughout (the OOM notifier may wait behind it), so
+	// it stays 256 MiB.
 	static constexpr uint32_t kChunksPerMessageMax = 32;
-	static constexpr uint64_t kChunkedStepPfns = 262144;
+	static constexpr uint64_t kChunkedStepPfns = 1048576;
 	static constexpr uint64_t kChunkedDeflateStepPfns = 65536;
 	static constexpr size_t kRunsPerStep = kPfnsPerStep;
 	// Inflate sends a step in batches, each on the ring as soon as it is allocated, so the
 	// host discards one batch while the guest allocates the next (balloon_inflate.h): a
-	// message's worth of PFNs, or with VB_F_X_CHUNKED 128 MiB (bench/inflate: 64 and 32 MiB
-	// batches were slower, the host's fixed cost per request and per madvise outweighing
-	// the earlier start).
-	static constexpr uint64_t kChunkedBatchPfns = kChunkedStepPfns / 8;
+	// message's worth of PFNs, or with VB_F_X_CHUNKED 256 MiB (bench/inflate: 128 MiB
+	// batches were slower once allocation got cheap, and 64 and 32 MiB slower still, the
+	// host's fixed cost per request and per madvise outweighing the earlier start).
+	static constexpr uint64_t kChunkedBatchPfns = kChunkedStepPfns / 16;
 	// Message slots: one more than a call may have in flight, so that while an inflate
 	// holds its four between batches (the lock let go), a deflate from the OOM notifier
 	// still finds one.
