@@ -386,11 +386,16 @@ public:
 
 	void* queue_get_used(vb::QueueKind queue, uint32_t* len)
 	{
-		FUZZ_CHECK(queue == vb::QueueKind::kStats, "polling queue %d", index(queue));
+		// The statsq is polled from its callback; the pipelined inflate collects what the
+		// host returned between batches, under the lock.
+		FUZZ_CHECK(queue == vb::QueueKind::kStats || (queue == vb::QueueKind::kInflate && lock_held_),
+			   "polling queue %d%s", index(queue), lock_held_ ? "" : " without the balloon lock");
 		*len = 0;
 		if (gone_)
 			return nullptr;
 		auto& q = queues_[index(queue)];
+		if (queue == vb::QueueKind::kInflate)
+			return poll_inflate(q, len);
 		uint8_t how = honest_ ? 0xff : tape_.u8();
 		if (how < 0x10 && !tape_.empty())
 			return foreign_token(queue);
@@ -402,10 +407,36 @@ public:
 		return token;
 	}
 
+	// The pipelined inflate looking, between batches, for what the host has returned: the
+	// host may not have got to anything yet, may return a buffer it was never given, or
+	// returns the oldest kicked one (acknowledged, or lied about, as when waited for).
+	void* poll_inflate(std::vector<QueueBuffer>& q, uint32_t* len)
+	{
+		const bool lies = !honest_ && !tape_.empty() && lies_this_op_ < kLiesPerOp;
+		const uint8_t how = honest_ || tape_.empty() ? 0xff : tape_.u8();
+		if (lies && how < 0x08) {
+			lies_this_op_++;
+			*len = tape_.u32();
+			void* token = foreign_token(vb::QueueKind::kInflate);
+			FUZZ_TRACE("  poll q0: foreign token %p, len %u\n", token, *len);
+			return token;
+		}
+		if (how < 0x60 || q.empty() || !q.front().kicked)
+			return nullptr; // not done yet
+		QueueBuffer buffer = std::move(q.front());
+		q.erase(q.begin());
+		acknowledge(buffer, lies, len);
+		FUZZ_TRACE("  poll q0: ack token %p, len %u\n", buffer.token, *len);
+		return buffer.token;
+	}
+
 	void* queue_wait_used(vb::QueueKind queue, uint32_t* len)
 	{
 		FUZZ_CHECK(queue != vb::QueueKind::kStats, "waiting on the statsq");
-		FUZZ_CHECK(lock_held_, "waiting for an ack without the balloon lock");
+		// Only the pipelined inflate lets the lock go while it waits (balloon_inflate.h):
+		// inflateq has no other user meanwhile, since migration is refused then.
+		FUZZ_CHECK(lock_held_ || queue == vb::QueueKind::kInflate,
+			   "waiting for an ack on queue %d without the balloon lock", index(queue));
 		*len = 0;
 		if (gone_)
 			return nullptr;
