@@ -14,18 +14,6 @@ namespace {
 constexpr int kInflate = static_cast<int>(vb::QueueKind::kInflate);
 constexpr int kDeflate = static_cast<int>(vb::QueueKind::kDeflate);
 
-// The allocator, the balloon list, the core's count and `actual` agree.
-void expect_accounted(const Guest& guest, uint64_t ballooned)
-{
-	EXPECT_EQ(guest.balloon.balloon_pfns(), ballooned);
-	EXPECT_EQ(guest.os.balloon_list.size(), ballooned);
-	EXPECT_EQ(guest.os.allocator.counts().balloon, ballooned);
-	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages - ballooned);
-	EXPECT_EQ(guest.actual(), ballooned);
-	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
-	EXPECT_EQ(guest.os.actual_writes_without_lock, 0u);
-}
-
 TEST(BalloonFailure, InflateRefusedGivesBackEveryPageAndStalls)
 {
 	Guest guest(kStandard);

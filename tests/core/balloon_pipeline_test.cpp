@@ -30,18 +30,6 @@ uint64_t pages_of(const std::vector<Event>& events)
 	return pages;
 }
 
-// The allocator, the balloon list, the core's count and `actual` agree.
-void expect_accounted(const Guest& guest, uint64_t ballooned)
-{
-	EXPECT_EQ(guest.balloon.balloon_pfns(), ballooned);
-	EXPECT_EQ(guest.os.balloon_list.size(), ballooned);
-	EXPECT_EQ(guest.os.allocator.counts().balloon, ballooned);
-	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages - ballooned);
-	EXPECT_EQ(guest.actual(), ballooned);
-	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
-	EXPECT_EQ(guest.os.actual_writes_without_lock, 0u);
-}
-
 // Replays the event log: every page inserted into the balloon list was in an inflate
 // message the device had returned before. Returns the pages inserted.
 uint64_t expect_inserted_only_after_ack(const FakeOs& os)

@@ -47,6 +47,18 @@ constexpr uint64_t kStandard = VB_FEATURE(VB_F_STATS_VQ);
 constexpr uint64_t kWithMustTellHost = kStandard | VB_FEATURE(VB_F_MUST_TELL_HOST);
 constexpr uint64_t kWithDeflateOnOom = kStandard | VB_FEATURE(VB_F_DEFLATE_ON_OOM);
 
+// The allocator, the balloon list, the core's count and `actual` agree.
+inline void expect_accounted(const Guest& guest, uint64_t ballooned)
+{
+	EXPECT_EQ(guest.balloon.balloon_pfns(), ballooned);
+	EXPECT_EQ(guest.os.balloon_list.size(), ballooned);
+	EXPECT_EQ(guest.os.allocator.counts().balloon, ballooned);
+	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages - ballooned);
+	EXPECT_EQ(guest.actual(), ballooned);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+	EXPECT_EQ(guest.os.actual_writes_without_lock, 0u);
+}
+
 inline std::set<uint64_t> sent_pfns(const FakeOs& os, vb::QueueKind queue)
 {
 	std::set<uint64_t> pfns;
