@@ -370,10 +370,9 @@ private:
 	// Buffers the device reads: they must live where phys_addr() can name them.
 	Message messages_[kMessageSlots];
 	// While an inflate has let go of the lock between batches (balloon lock): the message
-	// slots it holds, which no other call may use, and that it owns inflateq, so migration
-	// must not send on it (it would take the inflate's acknowledgements for its own).
+	// slots it holds, which no other call may use; while any are held it owns inflateq, so
+	// migration must not send on it (it would take the inflate's acknowledgements for its own).
 	uint32_t inflate_held_slots_ = 0;
-	bool inflate_between_batches_ = false;
 	vb_stat_entry stats_[VB_S_NR];
 	uint32_t stats_tag_mask_ = 0;
 	uint32_t stats_count_ = 0;

@@ -113,7 +113,7 @@ template <BalloonOs Os> uint64_t Balloon<Os>::batch_pages() const
 // - a deflate from the OOM notifier: it sends on deflateq, takes only pages already on
 //   the balloon list (acknowledged ones), and uses message slots the inflate does not
 //   hold (the inflate holds at most kPipelineSlots, four of the five, so one is free);
-// - migration: refused while the inflate owns inflateq (inflate_between_batches_), as when
+// - migration: refused while the inflate owns inflateq (inflate_held_slots_ set), as when
 //   the lock is busy; compaction tries again later;
 // - hinting and reporting use their own queues and never this lock.
 // A page joins the balloon list and `actual` only once its message is acknowledged; never
@@ -153,7 +153,6 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 		if (box.unfit || box.device_gone || (!box.in_flight && box.packed_slot >= 0))
 			allocating = false;
 		inflate_held_slots_ = box.held();
-		inflate_between_batches_ = box.held() != 0;
 	};
 
 	for (;;) {
@@ -211,7 +210,6 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 	if (allocated) {
 		os_.lock();
 		inflate_held_slots_ = 0;
-		inflate_between_batches_ = false;
 		HostReply reply = outbox_close(box);
 		reply.for_each_unacknowledged(inflate_runs_, [this](PageRun run, MessageOutcome outcome) {
 			if (outcome == MessageOutcome::kLost)

@@ -20,7 +20,7 @@ template <BalloonOs Os> bool Balloon<Os>::migrate_page(uint64_t old_pfn, uint64_
 	if (!os_.try_lock())
 		return false;
 	// An inflate between two batches owns inflateq: its acknowledgements are not ours.
-	if (inflate_between_batches_) {
+	if (inflate_held_slots_) {
 		os_.unlock();
 		return false;
 	}
