@@ -425,7 +425,7 @@ TEST(BalloonCoreChunked, EachChunkTravelsAsOneDescriptor)
 	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
 
 	// Inflate sends each batch as soon as it is allocated; a batch's chunks fit one message.
-	constexpr uint64_t kBatch = vb::Balloon<FakeOs>::kChunkedBatchPfns;
+	constexpr uint64_t kBatch = vb::Balloon<FakeOs>::kChunkedFirstBatchPfns;
 	auto adds = guest.os.events_of(Event::kAdd);
 	size_t inflate_messages = 0;
 	for (const Event& e : adds)
@@ -459,7 +459,7 @@ TEST(BalloonCoreChunked, EachContiguousRangeTravelsAsOneDescriptor)
 	ASSERT_LT(ranges, 4u) << "the fake's free memory should be mostly contiguous";
 
 	// Each message (one per batch) carries one descriptor per contiguous range of its pages.
-	constexpr uint64_t kBatch = vb::Balloon<FakeOs>::kChunkedBatchPfns;
+	constexpr uint64_t kBatch = vb::Balloon<FakeOs>::kChunkedFirstBatchPfns;
 	std::vector<Event> inflate_adds;
 	for (const Event& e : guest.os.events_of(Event::kAdd))
 		if (e.queue == vb::QueueKind::kInflate)
@@ -482,6 +482,45 @@ TEST(BalloonCoreChunked, EachContiguousRangeTravelsAsOneDescriptor)
 	std::set<uint64_t> held(guest.os.balloon_list.begin(), guest.os.balloon_list.end());
 	EXPECT_EQ(sent_pfns(guest.os, vb::QueueKind::kInflate), held);
 	EXPECT_EQ(held.size(), 17u * 512);
+}
+
+// The host is the slow side of a chunked inflate, so a step's batches start small (the
+// host starts early) and double (each request costs the host a fixed amount).
+TEST(BalloonCoreChunked, BatchesStartSmallAndDoubleUpToTheCap)
+{
+	using Core = vb::Balloon<FakeOs>;
+	// 64 KiB guest pages (16 wire PFNs each) make the fake's 8 GiB of wire PFNs cheap.
+	constexpr uint64_t kPfnsPerPage = 16;
+	vb::GuestTraits traits;
+	traits.page_shift = 16;
+	FakeOs os(16, 131072);
+	os.chunked = true;
+	Core::StepRuns runs;
+	Core balloon(os, VB_FEATURE(VB_F_X_CHUNKED), traits, runs);
+	ASSERT_TRUE(balloon.prepare());
+	balloon.start();
+	constexpr uint64_t kTargetPages = 100000;
+	static_assert(kTargetPages * kPfnsPerPage <= Core::kChunkedStepPfns, "one step");
+	os.config[VB_CONFIG_NUM_PAGES_OFFSET / 4] = kTargetPages * kPfnsPerPage;
+	vb::StepResult result;
+	while ((result = balloon.adjust_towards_target()) == vb::StepResult::kMoreWork) {
+	}
+	ASSERT_EQ(result, vb::StepResult::kSettled);
+
+	std::vector<uint64_t> expected;
+	uint64_t batch = Core::kChunkedFirstBatchPfns;
+	for (uint64_t left = kTargetPages * kPfnsPerPage; left; left -= expected.back()) {
+		expected.push_back(std::min(batch, left));
+		batch = std::min(2 * batch, Core::kChunkedBatchPfnsMax);
+	}
+	ASSERT_EQ(expected.size(), 8u) << "1, 2, 4, 8, 16, 32, 32 times the first, and the rest";
+	std::vector<uint64_t> sent;
+	for (const Event& e : os.events_of(Event::kAdd))
+		if (e.queue == vb::QueueKind::kInflate)
+			sent.push_back(e.wire_pfns.size());
+	EXPECT_EQ(sent, expected) << "one message per batch over contiguous free memory";
+	EXPECT_EQ(balloon.balloon_pfns(), kTargetPages * kPfnsPerPage);
+	EXPECT_EQ(os.allocator.counts().balloon, kTargetPages);
 }
 
 TEST(BalloonCoreChunked, GivesTheSameGuestVisibleResultAsPfnArrays)

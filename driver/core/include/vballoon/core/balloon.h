@@ -102,24 +102,26 @@ public:
 	// Allocated blocks beyond 16 TiB held aside in one step before it gives up.
 	static constexpr size_t kUnreachableHeld = 16;
 	// With VB_F_X_CHUNKED: chunk descriptors per message, and the pages one inflate step
-	// may move (4 GiB; when memory is fragmented the run arrays, kRunsPerStep, end it
-	// sooner). Each step ends with the pipeline drained (the host idle while the guest
-	// books the last batch and starts the next step): bench/inflate (7 of 8 GiB, threads
-	// pinned, 9 reps) measured 1 GiB steps 1.25-1.31x the limit and 4 GiB steps
-	// 1.13-1.19x, once the simulated guest's allocator stopped dominating the guest's side.
-	// Inflate holds no lock across a step, and reads the target again before every batch.
-	// A deflate step holds the lock throughout (the OOM notifier may wait behind it), so
-	// it stays 256 MiB.
+	// may move (16 GiB; when memory is fragmented the run arrays, kRunsPerStep, end it
+	// sooner). A step ends with the pipeline drained, the host idle while the guest books
+	// the last batch and starts the next, so a step is made large enough that a balloon of
+	// a few GiB goes in one. Inflate holds no lock across a step, and reads the target
+	// again before every batch. A deflate step holds the lock throughout (the OOM notifier
+	// may wait behind it), so it stays 256 MiB.
 	static constexpr uint32_t kChunksPerMessageMax = 32;
-	static constexpr uint64_t kChunkedStepPfns = 1048576;
+	static constexpr uint64_t kChunkedStepPfns = 4194304;
 	static constexpr uint64_t kChunkedDeflateStepPfns = 65536;
 	static constexpr size_t kRunsPerStep = kPfnsPerStep;
 	// Inflate sends a step in batches, each on the ring as soon as it is allocated, so the
 	// host discards one batch while the guest allocates the next (balloon_inflate.h): a
-	// message's worth of PFNs, or with VB_F_X_CHUNKED 256 MiB (bench/inflate: 128 MiB
-	// batches were slower once allocation got cheap, and 64 and 32 MiB slower still, the
-	// host's fixed cost per request and per madvise outweighing the earlier start).
-	static constexpr uint64_t kChunkedBatchPfns = kChunkedStepPfns / 16;
+	// message's worth of PFNs, or with VB_F_X_CHUNKED batches that start at 64 MiB and
+	// double up to 2 GiB. The host is the slow side (a discard costs about ten times what
+	// the allocation does), so only the first batch finds it idle; after that what counts
+	// is its fixed cost per request, about 35 us of it the interrupt that wakes the waiting
+	// guest, and growing batches pay it 8 times for 7 GiB where 256 MiB ones paid it 28
+	// times (bench/inflate/README.md).
+	static constexpr uint64_t kChunkedFirstBatchPfns = 16384;
+	static constexpr uint64_t kChunkedBatchPfnsMax = 524288;
 	// Message slots: one more than a call may have in flight, so that while an inflate
 	// holds its four between batches (the lock let go), a deflate from the OOM notifier
 	// still finds one.
@@ -246,7 +248,7 @@ private:
 	size_t allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
 			     uint64_t* allocated, bool* short_of_pages);
 	size_t fold_last_run(size_t first_run, size_t run_count);
-	uint64_t batch_pages() const;
+	uint64_t batch_pages(unsigned batch_index) const;
 
 	void keep_inflated(PageRun run);
 

@@ -91,12 +91,19 @@ template <BalloonOs Os> size_t Balloon<Os>::fold_last_run(size_t first_run, size
 	return run_count;
 }
 
-// Pages one batch of a step allocates before it goes to the host: a message's worth of
-// PFNs, or with VB_F_X_CHUNKED kChunkedBatchPfns; never less than the largest block, so
-// batching never makes the blocks smaller.
-template <BalloonOs Os> uint64_t Balloon<Os>::batch_pages() const
+// Pages the `batch_index`th batch of a step allocates before it goes to the host: a
+// message's worth of PFNs, or with VB_F_X_CHUNKED kChunkedFirstBatchPfns doubled with each
+// batch up to kChunkedBatchPfnsMax; never less than the largest block, so batching never
+// makes the blocks smaller.
+template <BalloonOs Os> uint64_t Balloon<Os>::batch_pages(unsigned batch_index) const
 {
-	const uint64_t pfns = chunked() ? kChunkedBatchPfns : kPfnsPerMessage;
+	uint64_t pfns = kPfnsPerMessage;
+	if (chunked()) {
+		pfns = kChunkedFirstBatchPfns;
+		for (unsigned i = 0; i < batch_index && pfns < kChunkedBatchPfnsMax; i++)
+			pfns *= 2;
+		pfns = min(pfns, kChunkedBatchPfnsMax);
+	}
 	return max<uint64_t>(pfns / pfns_per_page_, 1ull << max_chunk_order_);
 }
 
@@ -138,6 +145,7 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 	size_t run_count = 0;
 	bool allocating = true;
 	bool short_of_pages = false;
+	unsigned batches = 0;
 
 	outbox_open(box);
 	// Under the lock: collect what the host returned, send what is allocated, and say
@@ -160,7 +168,7 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 		uint64_t batch = 0;
 		if (allocating && allocated < wanted_pages && run_count < kRunsPerStep &&
 		    box.sent_pages == box.total_pages) {
-			batch = min(batch_pages(), wanted_pages - allocated);
+			batch = min(batch_pages(batches++), wanted_pages - allocated);
 			if (allocated) {
 				// The host may lower the target while a step runs: ask again,
 				// counting what is ballooned and what is on its way.
