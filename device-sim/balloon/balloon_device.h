@@ -13,6 +13,8 @@
 //            poison_val must survive (free_page_report_queue.h)
 //
 // Transport queue indices are dense over the negotiated features (vb_queue_index).
+// With `legacy.transitional` the device also serves a driver without VERSION_1, under the
+// balloon's legacy rules (legacy_interface.h).
 //
 // The host side (tests, the CLI) uses the methods below from any thread: set the target,
 // read `actual`, ask for stats, check which pages the host holds, and hold deflate acks
