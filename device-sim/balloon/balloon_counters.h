@@ -80,6 +80,10 @@ struct BalloonCounters {
 	std::atomic<uint64_t> stats_extra_buffers{0}; // a second buffer while one was held
 	std::atomic<uint64_t> stats_unknown_tags{0};  // entries ignored for an unknown tag
 	std::atomic<uint64_t> stats_requests_without_buffer{0}; // asked while none was held
+	// Legacy interface: first statsq buffers held but not read (old drivers left them
+	// uninitialised), and byte writes to `actual` kept until its last byte came.
+	std::atomic<uint64_t> stats_buffers_disregarded{0};
+	std::atomic<uint64_t> actual_partial_writes{0};
 
 	std::array<std::atomic<uint64_t>, kBalloonRejectionCount> rejected{};
 

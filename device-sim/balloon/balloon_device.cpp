@@ -58,6 +58,7 @@ TransportConfig transport_config(const BalloonDeviceOptions& options)
 		    sizeof(target));
 	config.queue_count =
 		static_cast<unsigned>(vb_queue_count(options.profile.offered_features));
+	config.transitional = options.legacy.transitional;
 	return config;
 }
 
@@ -102,8 +103,12 @@ bool BalloonDevice::accept_features(uint64_t driver_features)
 	// 5.5.3.1: "The device MAY fail to accept FEATURES_OK if VIRTIO_BALLOON_F_MUST_TELL_HOST
 	// is offered and the driver did not accept it."
 	if (options_.require_must_tell_host && offers(options_.profile, VB_F_MUST_TELL_HOST) &&
-	    !(driver_features & VB_FEATURE(VB_F_MUST_TELL_HOST)))
-		return false;
+	    !(driver_features & VB_FEATURE(VB_F_MUST_TELL_HOST))) {
+		// "transitional devices MUST support guests which do not negotiate
+		// VIRTIO_BALLOON_F_MUST_TELL_HOST": a legacy driver has no way to hear a no.
+		const bool legacy = uses_legacy_interface(options_.legacy, driver_features);
+		return legacy && !VB_MUTANT(DEV_LEG01_LEGACY_DRIVER_HELD_TO_MUST_TELL_HOST);
+	}
 	return true;
 }
 
@@ -125,8 +130,15 @@ uint16_t BalloonDevice::queue_max_size(unsigned index, uint64_t driver_features)
 bool BalloonDevice::config_write_allowed(uint32_t offset, uint32_t len, uint64_t driver_features,
 					 uint8_t status) const
 {
-	// Whole, aligned le32 fields only ("legacy drivers MUST write all 4 bytes atomically",
-	// and no driver has a reason to write less).
+	// Old legacy drivers wrote `actual` a byte at a time over PCI; config_written() keeps
+	// the host from taking it before its last byte.
+	if (uses_legacy_interface(options_.legacy, driver_features) &&
+	    offset >= VB_CONFIG_ACTUAL_OFFSET && len <= sizeof(uint32_t) &&
+	    offset + len <= VB_CONFIG_ACTUAL_OFFSET + sizeof(uint32_t) &&
+	    (len == 1 || len == 2 || len == 4) && offset % len == 0)
+		return true;
+	// Otherwise whole, aligned le32 fields only ("legacy drivers MUST write all 4 bytes
+	// atomically", and no driver has a reason to write less).
 	if (len != sizeof(uint32_t))
 		return false;
 	if (offset == VB_CONFIG_ACTUAL_OFFSET)
@@ -140,33 +152,61 @@ bool BalloonDevice::config_write_allowed(uint32_t offset, uint32_t len, uint64_t
 	return false;
 }
 
+void BalloonDevice::config_written(uint32_t offset, uint32_t len, const uint8_t* config)
+{
+	constexpr uint32_t kActualLast = VB_CONFIG_ACTUAL_OFFSET + sizeof(uint32_t) - 1;
+	if (offset > kActualLast || offset + len <= VB_CONFIG_ACTUAL_OFFSET)
+		return;
+	// "the device SHOULD NOT use the actual value written by the driver in the
+	// configuration space, until the last, most-significant byte of the value has been
+	// written" (legacy drivers wrote it byte by byte, least significant first).
+	if (offset + len <= kActualLast && !VB_MUTANT(DEV_LEG04_ACTUAL_TAKEN_BEFORE_ITS_LAST_BYTE)) {
+		counters_.actual_partial_writes.fetch_add(1);
+		return;
+	}
+	uint32_t wire;
+	std::memcpy(&wire, config + VB_CONFIG_ACTUAL_OFFSET, sizeof(wire));
+	actual_.store(from_wire(wire, config_byte_order()));
+}
+
+ByteOrder BalloonDevice::config_byte_order() const
+{
+	// Legacy devices are otherwise guest-endian; the balloon's config is the exception
+	// ("transitional devices and drivers MUST format the fields in struct
+	// virtio_balloon_config according to the little-endian format").
+	if (VB_MUTANT(DEV_LEG03_CONFIG_IN_GUEST_ORDER))
+		return payload_byte_order(options_.legacy, transport_.driver_features());
+	return ByteOrder::kLittle;
+}
+
+void BalloonDevice::write_config_field(uint32_t offset, uint32_t value)
+{
+	const uint32_t wire = to_wire(value, config_byte_order());
+	transport_.update_config(offset, &wire, sizeof(wire));
+}
+
+uint32_t BalloonDevice::read_config_field(uint32_t offset) const
+{
+	uint32_t wire = 0;
+	transport_.read_config(offset, &wire, sizeof(wire));
+	return from_wire(wire, config_byte_order());
+}
+
 void BalloonDevice::set_target_pages(uint32_t num_pages)
 {
-	const uint32_t wire = to_le(num_pages);
-	transport_.update_config(VB_CONFIG_NUM_PAGES_OFFSET, &wire, sizeof(wire));
+	write_config_field(VB_CONFIG_NUM_PAGES_OFFSET, num_pages);
 }
 
 uint32_t BalloonDevice::target_pages() const
 {
-	uint32_t wire = 0;
-	transport_.read_config(VB_CONFIG_NUM_PAGES_OFFSET, &wire, sizeof(wire));
-	return from_le(wire);
-}
-
-uint32_t BalloonDevice::actual_pages() const
-{
-	uint32_t wire = 0;
-	transport_.read_config(VB_CONFIG_ACTUAL_OFFSET, &wire, sizeof(wire));
-	return from_le(wire);
+	return read_config_field(VB_CONFIG_NUM_PAGES_OFFSET);
 }
 
 uint32_t BalloonDevice::poison_value() const
 {
 	if (options_.profile.config_size_bytes < VB_CONFIG_SIZE_WITH_POISON)
 		return 0;
-	uint32_t wire = 0;
-	transport_.read_config(VB_CONFIG_POISON_VAL_OFFSET, &wire, sizeof(wire));
-	return from_le(wire);
+	return read_config_field(VB_CONFIG_POISON_VAL_OFFSET);
 }
 
 // ---- Lifecycle -------------------------------------------------------------------------------
@@ -178,6 +218,8 @@ void BalloonDevice::reset()
 	stats_.forget_buffer();
 	hint_queue_.reset(events_.load());
 	negotiated_ = 0;
+	payload_order_ = ByteOrder::kLittle;
+	actual_.store(0);
 	// After a reset the driver starts with an empty balloon: every page is the guest's
 	// again (a rebooted guest uses all its RAM).
 	counters_.pages_released_by_reset.fetch_add(ownership_.give_back_all());
@@ -196,8 +238,7 @@ void BalloonDevice::reset()
 
 void BalloonDevice::write_hint_cmd_id(uint32_t id)
 {
-	const uint32_t wire = to_le(id);
-	transport_.update_config(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET, &wire, sizeof(wire));
+	write_config_field(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET, id);
 }
 
 uint32_t BalloonDevice::start_hint_round()
@@ -233,15 +274,16 @@ uint32_t BalloonDevice::hint_cmd_id() const
 {
 	if (options_.profile.config_size_bytes < VB_CONFIG_SIZE_WITH_HINT)
 		return 0;
-	uint32_t wire = 0;
-	transport_.read_config(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET, &wire, sizeof(wire));
-	return from_le(wire);
+	return read_config_field(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET);
 }
 
 void BalloonDevice::activate(uint64_t negotiated_features)
 {
 	negotiated_ = negotiated_features;
 	last_negotiated_.store(negotiated_features);
+	payload_order_ = payload_byte_order(options_.legacy, negotiated_features);
+	// Old legacy drivers primed the statsq with an uninitialised buffer.
+	stats_.activate(payload_order_, uses_legacy_interface(options_.legacy, negotiated_features));
 	if ((negotiated_features & VB_FEATURE(VB_F_STATS_VQ)) &&
 	    options_.stats_polling_interval.count() > 0)
 		transport_.set_timer_interval(options_.stats_polling_interval);
@@ -336,7 +378,7 @@ void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
 		stats_.receive(queue, chain);
 		return;
 	case VB_QUEUE_FREE_PAGE:
-		hint_queue_.receive(queue, chain, hint_cmd_id(), events_.load());
+		hint_queue_.receive(queue, chain, hint_cmd_id(), payload_order_, events_.load());
 		return;
 	case VB_QUEUE_REPORTING:
 		report_queue_.receive(queue, chain,
@@ -567,6 +609,12 @@ void BalloonDevice::ack_deflate(DeviceQueue& queue, uint16_t head,
 		} else {
 			counters_.reject(BalloonRejection::kPfnNotHostOwned);
 		}
+	}
+	// The pages' contents are left alone: without MUST_TELL_HOST the guest may have been
+	// using them since before it sent this request (BAL-DEV-LEG-02, BAL-DRV-OP-11).
+	if (VB_MUTANT(DEV_LEG02_DEFLATED_PAGES_SCRUBBED)) {
+		std::vector<uint64_t> scrubbed = pfns;
+		(void)discarder_.discard(scrubbed);
 	}
 	queue.push_used(head, 0);
 }

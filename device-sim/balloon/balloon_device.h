@@ -13,6 +13,8 @@
 //            poison_val must survive (free_page_report_queue.h)
 //
 // Transport queue indices are dense over the negotiated features (vb_queue_index).
+// With `legacy.transitional` the device also serves a driver without VERSION_1, under the
+// balloon's legacy rules (legacy_interface.h).
 //
 // The host side (tests, the CLI) uses the methods below from any thread: set the target,
 // read `actual`, ask for stats, check which pages the host holds, and hold deflate acks
@@ -39,6 +41,7 @@
 #include "balloon/guest_stats.h"
 #include "balloon/host_page_ownership.h"
 #include "balloon/huge_page_tracker.h"
+#include "balloon/legacy_interface.h"
 #include "balloon/page_discarder.h"
 #include "balloon/stats_queue.h"
 #include "transport/device_backend.h"
@@ -64,6 +67,9 @@ struct BalloonDeviceOptions {
 	uint64_t host_page_bytes = 4096;
 	// Faults injected on purpose (fault_plan.h); none by default.
 	FaultPlan faults{};
+	// A transitional device that also serves legacy drivers (legacy_interface.h); off:
+	// modern only. require_must_tell_host never applies to a legacy driver.
+	LegacyInterface legacy{};
 };
 
 class BalloonDevice final : private DeviceBackend
@@ -85,7 +91,9 @@ public:
 	// Sets num_pages and raises a config-change interrupt (once DRIVER_OK is set).
 	void set_target_pages(uint32_t num_pages);
 	uint32_t target_pages() const;
-	uint32_t actual_pages() const;
+	// `actual` as the host takes it: the driver's last complete write. A legacy driver
+	// writing it a byte at a time has written it only with its most significant byte.
+	uint32_t actual_pages() const { return actual_.load(); }
 	// poison_val as the driver wrote it (0 when the config space has no such field).
 	uint32_t poison_value() const;
 
@@ -157,6 +165,7 @@ private:
 	uint16_t queue_max_size(unsigned index, uint64_t driver_features) const override;
 	bool config_write_allowed(uint32_t offset, uint32_t len, uint64_t driver_features,
 				  uint8_t status) const override;
+	void config_written(uint32_t offset, uint32_t len, const uint8_t* config) override;
 	void reset() override;
 	void activate(uint64_t negotiated_features) override;
 	void queue_notified(unsigned index) override;
@@ -179,6 +188,11 @@ private:
 	bool read_request(const DescriptorChain& chain, std::vector<uint64_t>& valid_pfns);
 	bool send_stats_request();
 	void write_hint_cmd_id(uint32_t id);
+	// The byte order of the config fields: little-endian for every driver, legacy ones
+	// included (BAL-DEV-LEG-03).
+	ByteOrder config_byte_order() const;
+	void write_config_field(uint32_t offset, uint32_t value);
+	uint32_t read_config_field(uint32_t offset) const;
 
 	BalloonDeviceOptions options_;
 	GuestMemory& memory_;
@@ -205,8 +219,10 @@ private:
 	std::unique_ptr<HugePageTracker> huge_pages_;
 	std::vector<HeldDeflate> held_deflates_;
 	uint64_t negotiated_ = 0;
+	ByteOrder payload_order_ = ByteOrder::kLittle; // stats and hint ids, this activation
 
 	std::atomic<uint64_t> last_negotiated_{0};
+	std::atomic<uint32_t> actual_{0};
 	std::atomic<bool> hold_deflate_acks_{false};
 	std::atomic<bool> hold_free_page_queue_{false};
 	std::atomic<size_t> held_deflates_count_{0};

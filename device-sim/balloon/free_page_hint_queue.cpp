@@ -2,7 +2,6 @@
 #include "balloon/free_page_hint_queue.h"
 
 #include "memory/guest_memory.h"
-#include "memory/little_endian.h"
 #include "virtqueue/device_queue.h"
 #include "vballoon/spec/virtio_balloon.h"
 #include "vballoon/support/mutant.h"
@@ -17,8 +16,10 @@ bool whole_pages_inside_ram(const GuestMemory& memory, const Segment& range)
 }
 
 void FreePageHintQueue::receive(DeviceQueue& queue, const DescriptorChain& chain,
-				uint32_t config_cmd_id, FreePageEvents* events)
+				uint32_t config_cmd_id, ByteOrder id_order, FreePageEvents* events)
 {
+	if (VB_MUTANT(DEV_LEG07_CMD_ID_READ_LITTLE_ENDIAN))
+		id_order = ByteOrder::kLittle;
 	// A chain is either one id (exactly 4 device-readable bytes) or blocks (device-writable
 	// only); anything else is refused whole.
 	if (chain.writable.empty() && chain.readable.size() == 1 && chain.readable_bytes == 4) {
@@ -26,7 +27,7 @@ void FreePageHintQueue::receive(DeviceQueue& queue, const DescriptorChain& chain
 		if (!memory_.read(chain.readable[0].phys_addr, &wire, sizeof(wire)))
 			counters_.reject(BalloonRejection::kHintMalformed);
 		else
-			receive_id(from_le(wire), config_cmd_id, events);
+			receive_id(from_wire(wire, id_order), config_cmd_id, events);
 	} else if (chain.readable.empty() && !chain.writable.empty()) {
 		receive_blocks(chain, config_cmd_id, events);
 	} else {

@@ -16,6 +16,7 @@
 
 #include "balloon/balloon_counters.h"
 #include "balloon/free_page_events.h"
+#include "memory/guest_byte_order.h"
 
 namespace vbsim
 {
@@ -36,9 +37,12 @@ public:
 	{
 	}
 
-	// Device thread. `config_cmd_id` is what free_page_hint_cmd_id holds now.
+	// Device thread. `config_cmd_id` is what free_page_hint_cmd_id holds now; `id_order`
+	// the byte order of ids in out buffers: little-endian, or for a legacy driver the
+	// guest's ("transitional devices and drivers MUST format the command ID in
+	// free_page_vq out buffers in guest-native endian").
 	void receive(DeviceQueue& queue, const DescriptorChain& chain, uint32_t config_cmd_id,
-		     FreePageEvents* events);
+		     ByteOrder id_order, FreePageEvents* events);
 	// Device reset: a round the driver had started is over.
 	void reset(FreePageEvents* events);
 

@@ -3,14 +3,16 @@
 
 #include <cstring>
 
-#include "memory/little_endian.h"
 #include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
 
-StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestStats& stats)
+StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestStats& stats,
+				      ByteOrder order)
 {
+	if (VB_MUTANT(DEV_LEG05_STATS_READ_LITTLE_ENDIAN))
+		order = ByteOrder::kLittle;
 	StatsParseOutcome outcome;
 	stats.values.fill(0);
 	stats.present_mask = 0;
@@ -24,7 +26,7 @@ StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestSta
 		uint64_t value_wire;
 		std::memcpy(&tag_wire, entry, sizeof(tag_wire));
 		std::memcpy(&value_wire, entry + sizeof(tag_wire), sizeof(value_wire));
-		const uint16_t tag = from_le(tag_wire);
+		const uint16_t tag = from_wire(tag_wire, order);
 		++outcome.entries;
 		if (tag >= VB_S_NR) {
 			++outcome.unknown_tags;
@@ -34,7 +36,7 @@ StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestSta
 		}
 		if (VB_MUTANT(DEV_STATS03_EXPECT_SORTED_TAGS) && stats.present_mask >> tag > 1)
 			break;
-		stats.values[tag] = from_le(value_wire);
+		stats.values[tag] = from_wire(value_wire, order);
 		stats.present_mask |= uint32_t{1} << tag;
 	}
 	return outcome;

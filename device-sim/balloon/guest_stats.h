@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memory/guest_byte_order.h"
 #include "vballoon/spec/virtio_balloon.h"
 
 namespace vbsim
@@ -38,8 +39,10 @@ struct StatsParseOutcome {
 
 // Replaces the values and presence in `stats` with what `bytes` carries (at most
 // kStatsEntriesMax entries are looked at; the caller bounds `len`). Does not touch
-// update_count.
-StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestStats& stats);
+// update_count. Tags and values are little-endian, or in the guest's order for a legacy
+// driver ("transitional devices and drivers MUST format the stats in guest-native endian").
+StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestStats& stats,
+				      ByteOrder order = ByteOrder::kLittle);
 
 } // namespace vbsim
 

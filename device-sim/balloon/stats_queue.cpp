@@ -6,6 +6,7 @@
 
 #include "memory/guest_memory.h"
 #include "virtqueue/device_queue.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
@@ -23,6 +24,16 @@ void StatsQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 		queue.push_used(*held_head_, 0);
 	}
 	held_head_ = chain.head;
+
+	// "the device SHOULD ignore all values in the first buffer in statsq supplied by the
+	// driver after device initialization" (legacy interface).
+	if (disregard_next_ && !VB_MUTANT(DEV_LEG06_FIRST_LEGACY_STATS_BUFFER_READ)) {
+		disregard_next_ = false;
+		counters_.stats_buffers_disregarded.fetch_add(1, std::memory_order_relaxed);
+		answer_pending_request(queue);
+		return;
+	}
+	disregard_next_ = false;
 
 	// Copy no more than the bound out of guest RAM: a huge buffer costs nothing extra.
 	const uint64_t bound = uint64_t{kStatsEntriesMax} * VB_STAT_ENTRY_BYTES;
@@ -42,7 +53,7 @@ void StatsQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 
 	GuestStats parsed;
 	const StatsParseOutcome outcome =
-		parse_stats_entries(scratch_.data(), scratch_.size(), parsed);
+		parse_stats_entries(scratch_.data(), scratch_.size(), parsed, entry_order_);
 	if (outcome.partial_entry)
 		counters_.reject(BalloonRejection::kStatsPartialEntry);
 	counters_.stats_unknown_tags.fetch_add(outcome.unknown_tags, std::memory_order_relaxed);
@@ -53,6 +64,11 @@ void StatsQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 	}
 	counters_.stats_updates.fetch_add(1, std::memory_order_relaxed);
 	updated_.notify_all();
+	answer_pending_request(queue);
+}
+
+void StatsQueue::answer_pending_request(DeviceQueue& queue)
+{
 	// The host asked before the driver had a buffer here: answer the request now.
 	if (request_pending_) {
 		request_pending_ = false;

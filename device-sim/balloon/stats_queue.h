@@ -6,6 +6,10 @@
 // holds at most one buffer, and a second one means the driver broke "at most one buffer
 // outstanding": it is counted, the older buffer goes back to the driver and the newer is
 // kept (what QEMU does, as the newer carries the fresher numbers).
+//
+// A legacy driver (legacy_interface.h) writes the entries in its CPU's byte order, and the
+// first buffer it gives after initialisation is held (so it can be returned to ask for
+// stats) but its values are not read: old drivers never filled it in.
 #ifndef VBSIM_BALLOON_STATS_QUEUE_H
 #define VBSIM_BALLOON_STATS_QUEUE_H
 
@@ -18,6 +22,7 @@
 
 #include "balloon/balloon_counters.h"
 #include "balloon/guest_stats.h"
+#include "memory/guest_byte_order.h"
 
 namespace vbsim
 {
@@ -35,6 +40,13 @@ public:
 	}
 
 	// ---- Device thread ------------------------------------------------------------------
+	// The driver set DRIVER_OK: how to read its entries, and whether its first buffer is
+	// one to disregard.
+	void activate(ByteOrder entry_order, bool disregard_first_buffer)
+	{
+		entry_order_ = entry_order;
+		disregard_next_ = disregard_first_buffer;
+	}
 	// A chain arrived on the statsq: parse it and hold it.
 	void receive(DeviceQueue& queue, const DescriptorChain& chain);
 	// Return the held buffer to ask for fresh stats; false when none is held, and then the
@@ -46,6 +58,8 @@ public:
 	{
 		held_head_.reset();
 		request_pending_ = false;
+		entry_order_ = ByteOrder::kLittle;
+		disregard_next_ = false;
 	}
 	bool holds_buffer() const { return held_head_.has_value(); }
 
@@ -55,10 +69,14 @@ public:
 	bool wait_for_update(uint64_t update_count, std::chrono::milliseconds timeout) const;
 
 private:
+	void answer_pending_request(DeviceQueue& queue);
+
 	const GuestMemory& memory_;
 	BalloonCounters& counters_;
 	std::optional<uint16_t> held_head_;
 	bool request_pending_ = false;
+	ByteOrder entry_order_ = ByteOrder::kLittle;
+	bool disregard_next_ = false;
 	std::vector<uint8_t> scratch_;
 
 	mutable std::mutex mutex_;

@@ -19,7 +19,9 @@ class DeviceBackend
 public:
 	// ---- Guest thread (register accesses) ---------------------------------------------
 	// Device-specific veto when the driver sets FEATURES_OK; `driver_features` is already
-	// known to be a subset of the offered features that includes VERSION_1.
+	// known to be a subset of the offered features that includes VERSION_1. On a
+	// transitional device it is also asked at a legacy driver's DRIVER_OK, with a subset
+	// of the offered features' low 32 bits (no VERSION_1).
 	virtual bool accept_features(uint64_t driver_features) = 0;
 	// Largest size of transport queue `index` under `driver_features`; 0: no such queue.
 	virtual uint16_t queue_max_size(unsigned index, uint64_t driver_features) const = 0;
@@ -27,6 +29,9 @@ public:
 	// lock held (not the state lock); must only look at its arguments and constants.
 	virtual bool config_write_allowed(uint32_t offset, uint32_t len, uint64_t driver_features,
 					  uint8_t status) const = 0;
+	// A driver write the policy above allowed has been stored: `config` is the whole
+	// config space as it is now. Called with the config lock held, on the guest thread.
+	virtual void config_written(uint32_t offset, uint32_t len, const uint8_t* config) = 0;
 	// The driver wrote 0 to status: drop everything the device holds for the driver.
 	virtual void reset() = 0;
 

@@ -13,7 +13,7 @@ namespace vbsim
 
 Transport::Transport(GuestMemory& memory, DeviceBackend& backend, TransportConfig config)
     : memory_(memory), backend_(backend), offered_features_(config.offered_features),
-      config_(std::move(config.initial_config))
+      transitional_(config.transitional), config_(std::move(config.initial_config))
 {
 	for (unsigned index = 0; index < config.queue_count; ++index)
 		queues_.push_back(std::make_unique<QueueSlot>());
@@ -43,8 +43,10 @@ bool Transport::set_driver_features(uint64_t features)
 {
 	std::lock_guard lock(state_mutex_);
 	const uint8_t status = status_.load();
-	// 3.1.1: features are written after DRIVER and frozen by FEATURES_OK.
-	if (!(status & VB_STATUS_DRIVER) || (status & VB_STATUS_FEATURES_OK)) {
+	// 3.1.1: features are written after DRIVER and frozen by FEATURES_OK (by DRIVER_OK
+	// for a legacy driver, which never sets FEATURES_OK).
+	if (!(status & VB_STATUS_DRIVER) ||
+	    (status & (VB_STATUS_FEATURES_OK | VB_STATUS_DRIVER_OK))) {
 		counters_.driver_feature_writes_rejected.fetch_add(1);
 		return false;
 	}
@@ -57,11 +59,33 @@ bool Transport::features_acceptable_locked() const
 	const uint64_t features = driver_features_.load();
 	if (features & ~offered_features_)
 		return false;
-	// A modern-only device: "A device MAY fail to operate further if VIRTIO_F_VERSION_1
-	// is not accepted" (6.1); we never implement the legacy layout.
+	// FEATURES_OK belongs to the modern interface: "A device MAY fail to operate further
+	// if VIRTIO_F_VERSION_1 is not accepted" (6.1). A legacy driver on a transitional
+	// device never sets it (legacy_features_acceptable_locked() checks at DRIVER_OK).
 	if (!(features & VB_FEATURE(VB_F_VERSION_1)))
 		return false;
 	return backend_.accept_features(features);
+}
+
+bool Transport::legacy_driver() const
+{
+	return transitional_ && !(driver_features_.load() & VB_FEATURE(VB_F_VERSION_1));
+}
+
+bool Transport::legacy_features_acceptable_locked() const
+{
+	const uint64_t features = driver_features_.load();
+	// The legacy feature register is 32 bits wide.
+	if ((features & ~offered_features_) || (features >> 32) != 0)
+		return false;
+	return backend_.accept_features(features);
+}
+
+bool Transport::features_settled_locked(uint8_t status) const
+{
+	if (status & VB_STATUS_FEATURES_OK)
+		return true;
+	return legacy_driver() && (status & VB_STATUS_DRIVER);
 }
 
 void Transport::set_status(uint8_t written)
@@ -72,12 +96,22 @@ void Transport::set_status(uint8_t written)
 		return;
 	}
 	const uint8_t current = status_.load();
-	const StatusViolation violation = check_status_write(current, written);
+	StatusViolation violation = check_status_write(current, written);
+	uint8_t next = requested_status(current, written);
+	// A legacy driver never sets FEATURES_OK: its features are settled at DRIVER_OK.
+	const bool legacy_status = violation == StatusViolation::kDriverOkWithoutFeaturesOk &&
+				   legacy_driver() && (next & VB_STATUS_DRIVER);
+	if (legacy_status)
+		violation = StatusViolation::kNone;
 	if (violation != StatusViolation::kNone) {
 		counters_.status_writes_rejected[static_cast<size_t>(violation)].fetch_add(1);
 		return;
 	}
-	uint8_t next = requested_status(current, written);
+	if (legacy_status && !(current & VB_STATUS_DRIVER_OK) &&
+	    !legacy_features_acceptable_locked()) {
+		counters_.legacy_driver_ok_refused.fetch_add(1);
+		next &= static_cast<uint8_t>(~VB_STATUS_DRIVER_OK);
+	}
 	if ((next & VB_STATUS_FEATURES_OK) && !(current & VB_STATUS_FEATURES_OK) &&
 	    !features_acceptable_locked()) {
 		counters_.features_ok_refused.fetch_add(1);
@@ -192,7 +226,7 @@ QueueSetupError Transport::setup_queue(unsigned index, uint16_t size, const Queu
 		return refuse(QueueSetupError::kNoSuchQueue);
 	const uint8_t status = status_.load();
 	// 3.1.1 step 7: queues are set up after FEATURES_OK and before DRIVER_OK.
-	if (!(status & VB_STATUS_FEATURES_OK) ||
+	if (!features_settled_locked(status) ||
 	    (status & (VB_STATUS_DRIVER_OK | VB_STATUS_FAILED | VB_STATUS_NEEDS_RESET)))
 		return refuse(QueueSetupError::kWrongPhase);
 	const uint16_t max_size = backend_.queue_max_size(index, driver_features_.load());
@@ -266,6 +300,7 @@ bool Transport::config_write(uint32_t offset, const void* src, uint32_t len)
 		return false;
 	}
 	std::memcpy(config_.data() + offset, src, len);
+	backend_.config_written(offset, len, config_.data());
 	return true;
 }
 

@@ -46,6 +46,11 @@ struct TransportConfig {
 	std::vector<uint8_t> initial_config;
 	// Transport queues the device exposes (the driver uses a dense prefix of them).
 	unsigned queue_count = 0;
+	// A transitional device: a driver that does not take VERSION_1 uses the legacy
+	// interface. It goes ACKNOWLEDGE, DRIVER, features, queues, DRIVER_OK with no
+	// FEATURES_OK (legacy status has no such bit), and the features are checked at
+	// DRIVER_OK instead. Off: a modern-only device, which refuses such a driver.
+	bool transitional = false;
 };
 
 class Transport
@@ -69,11 +74,16 @@ public:
 	// Accepted only while DRIVER is set and FEATURES_OK is not; false (counted) otherwise.
 	bool set_driver_features(uint64_t features);
 	uint64_t driver_features() const { return driver_features_.load(); }
+	bool transitional() const { return transitional_; }
+	// The driver's features so far lack VERSION_1 on a transitional device.
+	bool legacy_driver() const;
 
 	uint8_t status() const { return status_.load(); }
 	// 0 resets. Writes that break the ordering rules are ignored and counted. FEATURES_OK
 	// is refused (left clear, counted) when the driver took features not offered, did not
 	// take VERSION_1, or the device vetoes the set; the driver sees it by reading status.
+	// On a transitional device a driver without VERSION_1 sets DRIVER_OK without
+	// FEATURES_OK; it is refused the same way (counted in legacy_driver_ok_refused).
 	void set_status(uint8_t status);
 
 	unsigned queue_count() const { return static_cast<unsigned>(queues_.size()); }
@@ -160,6 +170,9 @@ private:
 	void reset_locked();
 	void activate_locked();
 	bool features_acceptable_locked() const;
+	bool legacy_features_acceptable_locked() const;
+	// Queues may be set up: after FEATURES_OK, or after DRIVER for a legacy driver.
+	bool features_settled_locked(uint8_t status) const;
 	void raise_needs_reset_locked();
 	void check_broken_queues_locked();
 	void send_config_interrupt();
@@ -170,6 +183,7 @@ private:
 	GuestMemory& memory_;
 	DeviceBackend& backend_;
 	const uint64_t offered_features_;
+	const bool transitional_;
 
 	mutable std::mutex state_mutex_;
 	std::atomic<uint8_t> status_{0};

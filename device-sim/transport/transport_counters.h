@@ -17,7 +17,7 @@ namespace vbsim
 enum class QueueSetupError : uint8_t {
 	kNone,
 	kNoSuchQueue,  // index beyond the device's queues, or absent under the features
-	kWrongPhase,   // not between FEATURES_OK and DRIVER_OK
+	kWrongPhase,   // not between FEATURES_OK (DRIVER for legacy) and DRIVER_OK
 	kSizeInvalid,  // zero or not a power of two
 	kSizeTooLarge, // above the device's maximum for that queue
 	kMisaligned,   // an area below its required alignment
@@ -32,6 +32,7 @@ struct TransportCounters {
 	std::atomic<uint64_t> resets{0};
 	std::array<std::atomic<uint64_t>, kStatusViolationCount> status_writes_rejected{};
 	std::atomic<uint64_t> features_ok_refused{0};
+	std::atomic<uint64_t> legacy_driver_ok_refused{0}; // features a legacy driver cannot have
 	std::atomic<uint64_t> driver_feature_writes_rejected{0}; // outside DRIVER..FEATURES_OK
 	std::array<std::atomic<uint64_t>, kQueueSetupErrorCount> queue_setups_rejected{};
 	std::atomic<uint64_t> config_reads_out_of_range{0};

@@ -49,6 +49,7 @@ public:
 	{
 		return offset == kWritableOffset && len == 4;
 	}
+	void config_written(uint32_t, uint32_t, const uint8_t*) override {}
 	void reset() override { ++resets; }
 	void activate(uint64_t) override
 	{

@@ -26,6 +26,27 @@ uint64_t TestGuest::negotiate(uint64_t wanted)
 	transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER | VB_STATUS_FEATURES_OK);
 	if (!(transport_.status() & VB_STATUS_FEATURES_OK))
 		throw std::runtime_error("FEATURES_OK refused");
+	legacy_ = false;
+	return features_;
+}
+
+uint64_t TestGuest::negotiate_legacy(uint64_t wanted)
+{
+	transport_.set_status(0);
+	transport_.set_status(VB_STATUS_ACKNOWLEDGE);
+	transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER);
+	features_ = transport_.device_features() & wanted & 0xffffffffu;
+	if (!transport_.set_driver_features(features_))
+		throw std::runtime_error("driver features refused");
+	legacy_ = true;
+	return features_;
+}
+
+uint64_t TestGuest::start_legacy(uint64_t wanted)
+{
+	negotiate_legacy(wanted);
+	setup_queues();
+	driver_ok();
 	return features_;
 }
 
@@ -63,7 +84,8 @@ void TestGuest::setup_queues(uint16_t size)
 
 void TestGuest::driver_ok()
 {
-	transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER | VB_STATUS_FEATURES_OK |
+	const uint8_t features_ok = legacy_ ? 0 : VB_STATUS_FEATURES_OK;
+	transport_.set_status(VB_STATUS_ACKNOWLEDGE | VB_STATUS_DRIVER | features_ok |
 			      VB_STATUS_DRIVER_OK);
 	if (!(transport_.status() & VB_STATUS_DRIVER_OK))
 		throw std::runtime_error("DRIVER_OK not taken");
@@ -136,12 +158,13 @@ void* TestGuest::post_pfns(vb_queue_kind kind, const std::vector<uint32_t>& pfns
 	return post(kind, {{gpa, static_cast<uint32_t>(bytes)}});
 }
 
-void* TestGuest::post_stats(const std::vector<std::pair<uint16_t, uint64_t>>& entries)
+void* TestGuest::post_stats(const std::vector<std::pair<uint16_t, uint64_t>>& entries,
+			     ByteOrder order)
 {
 	std::vector<uint8_t> bytes;
 	for (const auto& [tag, value] : entries) {
-		const uint16_t tag_wire = to_le(tag);
-		const uint64_t value_wire = to_le(value);
+		const uint16_t tag_wire = to_wire(tag, order);
+		const uint64_t value_wire = to_wire(value, order);
 		uint8_t entry[VB_STAT_ENTRY_BYTES];
 		std::memcpy(entry, &tag_wire, sizeof(tag_wire));
 		std::memcpy(entry + sizeof(tag_wire), &value_wire, sizeof(value_wire));

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "memory/guest_byte_order.h"
 #include "memory/guest_memory.h"
 #include "transport/transport.h"
 #include "vballoon/spec/virtio_balloon.h"
@@ -49,6 +50,11 @@ public:
 	void driver_ok();
 	// All three.
 	uint64_t start(uint64_t wanted = ~uint64_t{0});
+	// A legacy driver instead (a transitional device): ACKNOWLEDGE, DRIVER and the low 32
+	// bits of `wanted` & offered, never VERSION_1 and never FEATURES_OK. setup_queues() and
+	// driver_ok() then follow the legacy sequence. The rings keep the modern layout.
+	uint64_t negotiate_legacy(uint64_t wanted = ~uint64_t{0});
+	uint64_t start_legacy(uint64_t wanted = ~uint64_t{0});
 
 	uint64_t features() const { return features_; }
 	DriverRing& ring(vb_queue_kind kind);
@@ -62,7 +68,9 @@ public:
 	void* post(vb_queue_kind kind, const std::vector<Segment>& out,
 		   const std::vector<Segment>& in = {});
 	void* post_pfns(vb_queue_kind kind, const std::vector<uint32_t>& pfns);
-	void* post_stats(const std::vector<std::pair<uint16_t, uint64_t>>& entries);
+	// Entries in `order`: little-endian, or a legacy guest's own order.
+	void* post_stats(const std::vector<std::pair<uint16_t, uint64_t>>& entries,
+			 ByteOrder order = ByteOrder::kLittle);
 	// Blocks (on the queue's interrupt eventfd) until `token` comes back used. False on a
 	// hang or a broken ring.
 	bool wait_for(vb_queue_kind kind, void* token, uint32_t* len = nullptr,
@@ -84,6 +92,7 @@ private:
 	GuestMemory& memory_;
 	Transport& transport_;
 	uint64_t features_ = 0;
+	bool legacy_ = false;
 	uint64_t next_free_ = 64 * 1024; // keep gpa 0 unused: no buffer is ever at address 0
 	uintptr_t next_token_ = 0;
 	std::array<std::unique_ptr<DriverRing>, VB_QUEUE_KIND_COUNT> rings_;
