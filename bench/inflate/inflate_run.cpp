@@ -48,7 +48,7 @@ struct Snapshot {
 	uint64_t translate_ns, discard_ns, discard_calls, discard_failures, pages_discarded,
 		pages_inflated, pages_deflated, rejected;
 	uint64_t alloc_ns, zero_ns, pages_zeroed, pages_zero_skipped;
-	uint64_t kicks, interrupts, chains;
+	uint64_t kicks, interrupts, interrupt_ns, chains;
 	uint64_t driver_messages, pages_device_initialised;
 
 	static Snapshot take(const vbsim::BalloonDevice& device, const vbsim::SimGuest& guest,
@@ -74,6 +74,7 @@ struct Snapshot {
 			os.pages_skipped_initialising.load(),
 			device.kicks_received(queue),
 			device.interrupts_sent(queue),
+			device.interrupt_ns(queue),
 			device.chains_processed(queue),
 			queue == VB_QUEUE_INFLATE ? core.inflate_messages.get()
 						  : core.deflate_messages.get(),
@@ -90,6 +91,7 @@ PhaseSample difference(const Snapshot& before, const Snapshot& after, bool infla
 	phase.zero_ns = after.zero_ns - before.zero_ns;
 	phase.kicks = after.kicks - before.kicks;
 	phase.interrupts = after.interrupts - before.interrupts;
+	phase.interrupt_ns = after.interrupt_ns - before.interrupt_ns;
 	phase.chains = after.chains - before.chains;
 	phase.driver_messages = after.driver_messages - before.driver_messages;
 	phase.discard_calls = after.discard_calls - before.discard_calls;

@@ -44,6 +44,7 @@ struct PhaseSample {
 	uint64_t translate_ns = 0; // device: validating and parsing requests, taking ownership
 	uint64_t discard_ns = 0;   // device: inside madvise
 	uint64_t zero_ns = 0;	   // guest: zeroing pages (SimOsCounters::guest_init_ns)
+	uint64_t interrupt_ns = 0; // device: sending this queue's interrupts (waking the guest)
 	uint64_t kicks = 0;	   // on this direction's queue
 	uint64_t interrupts = 0;
 	uint64_t chains = 0;	      // requests (descriptor chains) the device processed
@@ -60,7 +61,7 @@ struct PhaseSample {
 	// Negative when the two threads' phases overlapped by more than the rest.
 	double transfer_ms() const
 	{
-		return ms - phase_ms(alloc_ns + translate_ns + discard_ns + zero_ns);
+		return ms - phase_ms(alloc_ns + translate_ns + interrupt_ns + discard_ns + zero_ns);
 	}
 };
 

@@ -147,6 +147,7 @@ nlohmann::json phase_json(const PhaseSample& phase)
 		 {{"allocate", phase.phase_ms(phase.alloc_ns)},
 		  {"transfer", phase.transfer_ms()},
 		  {"translate", phase.phase_ms(phase.translate_ns)},
+		  {"interrupt", phase.phase_ms(phase.interrupt_ns)},
 		  {"discard", phase.phase_ms(phase.discard_ns)},
 		  {"zero", phase.phase_ms(phase.zero_ns)}}},
 		{"kicks", phase.kicks},
@@ -181,29 +182,31 @@ void append_inflate_table(std::string& out, const Report& report)
 {
 	out += fmt::format(
 		"\ninflate {} (ms: min and median of {} runs; the phases are those of the "
-		"run nearest the median;\ntransfer = total - allocate - translate - "
-		"discard - zero: ring, kicks, interrupts, waiting for a CPU, and the\n"
-		"guest's balloon-list bookkeeping)\n",
+		"run nearest the median;\nirq: the device sending interrupts (the eventfd "
+		"write that wakes the waiting guest);\ntransfer = total - allocate - translate - "
+		"irq - discard - zero: ring, kicks, waiting for the other\nthread or a CPU, and "
+		"the guest's balloon-list bookkeeping)\n",
 		gib(report.config.balloon_bytes), report.reps);
 	out += fmt::format(
-		"{:<23} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>8} {:>8} | {:>7} {:>7} {:>8} | "
-		"{:>9} {:>7}\n",
-		"mode", "min", "median", "allocate", "transfer", "translate", "discard", "zero",
-		"kicks", "chains", "discards", "vs pfn-pp", "x limit");
+		"{:<23} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>6} {:>8} {:>8} | {:>7} {:>7} {:>7} "
+		"{:>8} | {:>9} {:>7}\n",
+		"mode", "min", "median", "allocate", "transfer", "translate", "irq", "discard",
+		"zero", "kicks", "irqs", "chains", "discards", "vs pfn-pp", "x limit");
 	for (const ModeResults& results : report.modes) {
 		const Stats ms = stats_of(collect(results, inflate_ms));
 		const PhaseSample& p = representative(results, inflate_ms).inflate;
-		out += fmt::format("{:<23} {:>9.1f} {:>9.1f} | {:>8.1f} {:>8.1f} {:>9.1f} {:>8.1f} "
-				   "{:>8.1f} | {:>7} {:>7} {:>8} | {:>9} {:>7}\n",
+		out += fmt::format("{:<23} {:>9.1f} {:>9.1f} | {:>8.1f} {:>8.1f} {:>9.1f} {:>6.1f} "
+				   "{:>8.1f} {:>8.1f} | {:>7} {:>7} {:>7} {:>8} | {:>9} {:>7}\n",
 				   results.mode.name, ms.min, ms.median, p.phase_ms(p.alloc_ns),
 				   p.transfer_ms(), p.phase_ms(p.translate_ns),
-				   p.phase_ms(p.discard_ns), p.phase_ms(p.zero_ns), p.kicks,
-				   p.chains, p.discard_calls,
+				   p.phase_ms(p.interrupt_ns), p.phase_ms(p.discard_ns),
+				   p.phase_ms(p.zero_ns), p.kicks, p.interrupts, p.chains,
+				   p.discard_calls,
 				   ratio_text(speedup_over_pfn(report, results, inflate_ms)),
 				   ratio_text(times_limit(report, results)));
 	}
 	out += "vs pfn-pp: pfn-per-page's median over this mode's (times faster); x limit: this "
-	       "mode's median over the limit's.\nkicks and chains are on inflateq; a chain is one "
+	       "mode's median over the limit's.\nkicks, irqs and chains are on inflateq; a chain is one "
 	       "request (PFN mode: one array of up to 256 PFNs; chunked: up to 32 chunk "
 	       "descriptors).\n";
 }
@@ -213,9 +216,10 @@ void append_deflate_table(std::string& out, const Report& report)
 	out += fmt::format("\ndeflate back to 0 (ms: min and median of {} runs; phases of the run "
 			   "nearest the median)\n",
 			   report.reps);
-	out += fmt::format("{:<23} {:>9} {:>9} | {:>8} {:>8} | {:>7} {:>7} | {:>8} | {:>9}\n",
-			   "mode", "min", "median", "zero", "transfer", "kicks", "chains",
-			   "skipped", "vs pfn-pp");
+	out += fmt::format("{:<23} {:>9} {:>9} | {:>8} {:>6} {:>8} | {:>7} {:>7} {:>7} | {:>8} | "
+			   "{:>9}\n",
+			   "mode", "min", "median", "zero", "irq", "transfer", "kicks", "irqs",
+			   "chains", "skipped", "vs pfn-pp");
 	for (const ModeResults& results : report.modes) {
 		if (results.mode.is_limit())
 			continue;
@@ -228,10 +232,11 @@ void append_deflate_table(std::string& out, const Report& report)
 					      100.0 * static_cast<double>(p.pages_zero_skipped) /
 						      static_cast<double>(p.pages_moved));
 		out += fmt::format(
-			"{:<23} {:>9.1f} {:>9.1f} | {:>8.1f} {:>8.1f} | {:>7} {:>7} | {:>8} | "
-			"{:>9}\n",
+			"{:<23} {:>9.1f} {:>9.1f} | {:>8.1f} {:>6.1f} {:>8.1f} | {:>7} {:>7} {:>7} | "
+			"{:>8} | {:>9}\n",
 			results.mode.name, ms.min, ms.median, p.phase_ms(p.zero_ns),
-			p.transfer_ms(), p.kicks, p.chains, skipped,
+			p.phase_ms(p.interrupt_ns), p.transfer_ms(), p.kicks, p.interrupts,
+			p.chains, skipped,
 			ratio_text(speedup_over_pfn(report, results, deflate_ms)));
 	}
 	out += "zero: the guest zeroing pages it got back (init_on_free), which first faults the "

@@ -696,6 +696,12 @@ uint64_t BalloonDevice::interrupts_sent(vb_queue_kind kind) const
 	return index < 0 ? 0 : transport_.notification_counters(index).interrupts_sent.load();
 }
 
+uint64_t BalloonDevice::interrupt_ns(vb_queue_kind kind) const
+{
+	const int index = queue_index(kind);
+	return index < 0 ? 0 : transport_.notification_counters(index).interrupt_ns.load();
+}
+
 uint64_t BalloonDevice::chains_processed(vb_queue_kind kind) const
 {
 	const int index = queue_index(kind);

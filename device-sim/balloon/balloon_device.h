@@ -151,6 +151,7 @@ public:
 	// Per-queue transport counters, by kind; zero when the queue does not exist.
 	uint64_t kicks_received(vb_queue_kind kind) const;
 	uint64_t interrupts_sent(vb_queue_kind kind) const;
+	uint64_t interrupt_ns(vb_queue_kind kind) const;
 	uint64_t chains_processed(vb_queue_kind kind) const;
 	uint64_t ring_rejections(vb_queue_kind kind, RingRejection reason) const;
 

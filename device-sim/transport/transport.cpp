@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "transport/transport.h"
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -266,7 +267,11 @@ void Transport::signal_used(unsigned index)
 	if (device_queue == nullptr || !device_queue->needs_interrupt())
 		return;
 	QueueSlot& slot = *queues_[index];
+	const auto start = std::chrono::steady_clock::now();
 	slot.call.signal();
+	slot.notifications.interrupt_ns.fetch_add(static_cast<uint64_t>(
+		std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+			.count()));
 	slot.notifications.interrupts_sent.fetch_add(1);
 }
 

@@ -59,6 +59,9 @@ struct TransportCounters {
 struct NotificationCounters {
 	std::atomic<uint64_t> kicks_received{0};  // guest -> device, summed eventfd counts
 	std::atomic<uint64_t> interrupts_sent{0}; // device -> guest
+	// Time the device thread spent sending them: the eventfd write, which wakes the waiting
+	// guest thread and costs tens of microseconds when that means waking another CPU.
+	std::atomic<uint64_t> interrupt_ns{0};
 };
 
 } // namespace vbsim
