@@ -218,7 +218,6 @@ void BalloonDevice::reset()
 	stats_.forget_buffer();
 	hint_queue_.reset(events_.load());
 	negotiated_ = 0;
-	payload_order_ = ByteOrder::kLittle;
 	actual_.store(0);
 	// After a reset the driver starts with an empty balloon: every page is the guest's
 	// again (a rebooted guest uses all its RAM).
@@ -281,9 +280,8 @@ void BalloonDevice::activate(uint64_t negotiated_features)
 {
 	negotiated_ = negotiated_features;
 	last_negotiated_.store(negotiated_features);
-	payload_order_ = payload_byte_order(options_.legacy, negotiated_features);
 	// Old legacy drivers primed the statsq with an uninitialised buffer.
-	stats_.activate(payload_order_, uses_legacy_interface(options_.legacy, negotiated_features));
+	stats_.activate(payload_order(), uses_legacy_interface(options_.legacy, negotiated_features));
 	if ((negotiated_features & VB_FEATURE(VB_F_STATS_VQ)) &&
 	    options_.stats_polling_interval.count() > 0)
 		transport_.set_timer_interval(options_.stats_polling_interval);
@@ -378,7 +376,7 @@ void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
 		stats_.receive(queue, chain);
 		return;
 	case VB_QUEUE_FREE_PAGE:
-		hint_queue_.receive(queue, chain, hint_cmd_id(), payload_order_, events_.load());
+		hint_queue_.receive(queue, chain, hint_cmd_id(), payload_order(), events_.load());
 		return;
 	case VB_QUEUE_REPORTING:
 		report_queue_.receive(queue, chain,

@@ -192,6 +192,8 @@ private:
 	// The byte order of the config fields: little-endian for every driver, legacy ones
 	// included (BAL-DEV-LEG-03).
 	ByteOrder config_byte_order() const;
+	// The byte order of stats entries and hint command ids under this activation.
+	ByteOrder payload_order() const { return payload_byte_order(options_.legacy, negotiated_); }
 	void write_config_field(uint32_t offset, uint32_t value);
 	uint32_t read_config_field(uint32_t offset) const;
 
@@ -220,7 +222,6 @@ private:
 	std::unique_ptr<HugePageTracker> huge_pages_;
 	std::vector<HeldDeflate> held_deflates_;
 	uint64_t negotiated_ = 0;
-	ByteOrder payload_order_ = ByteOrder::kLittle; // stats and hint ids, this activation
 
 	std::atomic<uint64_t> last_negotiated_{0};
 	std::atomic<uint32_t> actual_{0};

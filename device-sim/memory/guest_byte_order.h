@@ -8,9 +8,7 @@
 #ifndef VBSIM_MEMORY_GUEST_BYTE_ORDER_H
 #define VBSIM_MEMORY_GUEST_BYTE_ORDER_H
 
-#include <bit>
 #include <cstdint>
-#include <type_traits>
 
 #include "memory/little_endian.h"
 
@@ -18,19 +16,6 @@ namespace vbsim
 {
 
 enum class ByteOrder : uint8_t { kLittle, kBig };
-
-template <class T> constexpr T byte_swapped(T value)
-{
-	static_assert(std::is_unsigned_v<T> && sizeof(T) <= 8);
-	if constexpr (sizeof(T) == 1)
-		return value;
-	else if constexpr (sizeof(T) == 2)
-		return __builtin_bswap16(value);
-	else if constexpr (sizeof(T) == 4)
-		return __builtin_bswap32(value);
-	else
-		return __builtin_bswap64(value);
-}
 
 // The value of `wire`, read from guest RAM, when it was written in `order`.
 template <class T> constexpr T from_wire(T wire, ByteOrder order)

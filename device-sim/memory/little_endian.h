@@ -14,17 +14,26 @@
 namespace vbsim
 {
 
+template <class T> constexpr T byte_swapped(T value)
+{
+	static_assert(std::is_unsigned_v<T> && sizeof(T) <= 8);
+	if constexpr (sizeof(T) == 1)
+		return value;
+	else if constexpr (sizeof(T) == 2)
+		return __builtin_bswap16(value);
+	else if constexpr (sizeof(T) == 4)
+		return __builtin_bswap32(value);
+	else
+		return __builtin_bswap64(value);
+}
+
 template <class T> constexpr T from_le(T wire)
 {
 	static_assert(std::is_unsigned_v<T> && sizeof(T) <= 8);
-	if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1)
+	if constexpr (std::endian::native == std::endian::little)
 		return wire;
-	else if constexpr (sizeof(T) == 2)
-		return __builtin_bswap16(wire);
-	else if constexpr (sizeof(T) == 4)
-		return __builtin_bswap32(wire);
 	else
-		return __builtin_bswap64(wire);
+		return byte_swapped(wire);
 }
 
 template <class T> constexpr T to_le(T value)

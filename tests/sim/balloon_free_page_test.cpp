@@ -8,6 +8,7 @@
 #include "balloon/balloon_device.h"
 #include "memory/guest_memory.h"
 #include "support/free_page_recorder.h"
+#include "support/guest_bytes.h"
 #include "support/test_guest.h"
 
 namespace vbsim
@@ -15,6 +16,7 @@ namespace vbsim
 namespace
 {
 
+using test::bytes_are;
 using test::FreePageRecorder;
 using test::TestGuest;
 using Event = FreePageRecorder::Event;
@@ -59,14 +61,6 @@ protected:
 		return guest.wait_for(VB_QUEUE_REPORTING, guest.post(VB_QUEUE_REPORTING, readable, ranges));
 	}
 	uint64_t rejected(BalloonRejection reason) const { return device.counters().rejected_by(reason); }
-	bool bytes_are(uint64_t gpa, uint64_t len, uint8_t value) const
-	{
-		const uint8_t* p = memory.translate(gpa, len);
-		for (uint64_t i = 0; i < len; i++)
-			if (p[i] != value)
-				return false;
-		return true;
-	}
 
 	GuestMemory memory{{.size_bytes = kRamBytes}};
 	FreePageRecorder recorder;
@@ -101,7 +95,7 @@ TEST_F(FreePageDevice, ARoundIsRecordedFromItsIdToStopAndThePagesAreLeftAlone)
 	EXPECT_EQ(device.counters().hint_rounds_started.load(), 1u);
 	EXPECT_EQ(device.counters().hint_rounds_stopped.load(), 1u);
 	// Hints are recorded, not acted on: the pages keep their bytes and stay resident.
-	EXPECT_TRUE(bytes_are(kFreeGpa, 2 * kMiB, 0x5a));
+	EXPECT_TRUE(bytes_are(memory, kFreeGpa, 2 * kMiB, 0x5a));
 	EXPECT_EQ(memory.resident_bytes(kFreeGpa, 2 * kMiB), 2 * kMiB);
 }
 
@@ -197,8 +191,8 @@ TEST_F(FreePageDevice, ReportedRangesAreDiscardedBeforeTheAckAndReadZero)
 	EXPECT_EQ(memory.resident_bytes(kFreeGpa, 2 * kMiB), 0u);
 	EXPECT_EQ(memory.resident_bytes(kFreeGpa + 2 * kMiB, kMiB), kMiB) << "only what was reported";
 	EXPECT_EQ(memory.resident_bytes(kFreeGpa + 3 * kMiB, kMiB), 0u);
-	EXPECT_TRUE(bytes_are(kFreeGpa, 2 * kMiB, 0));
-	EXPECT_TRUE(bytes_are(kFreeGpa + 2 * kMiB, kMiB, 0x5a));
+	EXPECT_TRUE(bytes_are(memory, kFreeGpa, 2 * kMiB, 0));
+	EXPECT_TRUE(bytes_are(memory, kFreeGpa + 2 * kMiB, kMiB, 0x5a));
 	EXPECT_EQ(device.counters().report_requests.load(), 1u);
 	EXPECT_EQ(device.counters().pages_reported_discarded.load(), 3 * kMiB / kPage);
 	EXPECT_EQ(recorder.bytes(Event::kReported), 3 * kMiB);
@@ -240,7 +234,7 @@ TEST_F(FreePageDevice, WithANonZeroPoisonReportedPagesKeepTheirContents)
 	ASSERT_EQ(device.poison_value(), 0xaaaaaaaau);
 	ASSERT_TRUE(memory.fill(kFreeGpa, 0xaa, kMiB));
 	ASSERT_TRUE(send_report({{kFreeGpa, static_cast<uint32_t>(kMiB)}}));
-	EXPECT_TRUE(bytes_are(kFreeGpa, kMiB, 0xaa)) << "a discarded page would read zero, not poison";
+	EXPECT_TRUE(bytes_are(memory, kFreeGpa, kMiB, 0xaa)) << "a discarded page would read zero, not poison";
 	EXPECT_EQ(device.counters().pages_reported_kept.load(), kMiB / kPage);
 	EXPECT_EQ(device.counters().pages_reported_discarded.load(), 0u);
 }

@@ -15,6 +15,7 @@
 #include "memory/guest_byte_order.h"
 #include "memory/guest_memory.h"
 #include "support/free_page_recorder.h"
+#include "support/guest_bytes.h"
 #include "support/test_guest.h"
 
 namespace vbsim
@@ -22,6 +23,7 @@ namespace vbsim
 namespace
 {
 
+using test::bytes_are;
 using test::FreePageRecorder;
 using test::kHangTimeout;
 using test::TestGuest;
@@ -59,14 +61,6 @@ protected:
 	bool write_config_byte(uint32_t offset, uint8_t value)
 	{
 		return transport().config_write(offset, &value, 1);
-	}
-	bool bytes_are(uint64_t gpa, uint64_t len, uint8_t value) const
-	{
-		const uint8_t* p = memory.translate(gpa, len);
-		for (uint64_t i = 0; i < len; i++)
-			if (p[i] != value)
-				return false;
-		return true;
 	}
 	// A big-endian legacy driver's 4-byte command id buffer on free_page_vq.
 	bool send_big_endian_id(uint32_t id)
@@ -152,7 +146,7 @@ TEST_F(LegacyDevice, AGuestWithoutMustTellHostKeepsWhatItWroteBeforeTellingTheHo
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, TestGuest::pfn_range(kPfn + 100, 8)));
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_DEFLATE, TestGuest::pfn_range(kPfn, 4)));
 
-	EXPECT_TRUE(bytes_are(gpa, 4 * kPage, 0x5a));
+	EXPECT_TRUE(bytes_are(memory, gpa, 4 * kPage, 0x5a));
 	EXPECT_EQ(memory.resident_bytes(gpa, 4 * kPage), 4 * kPage);
 	EXPECT_EQ(device.counters().pages_deflated.load(), 4u);
 	EXPECT_EQ(device.counters().rejected_by(BalloonRejection::kPfnNotHostOwned), 0u);
