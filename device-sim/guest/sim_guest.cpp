@@ -448,11 +448,12 @@ std::string SimGuest::check_accounting() const
 	std::ostringstream problems;
 	problems << allocator_->check_consistency();
 	BuddyAllocator::Counts counts = allocator_->counts();
-	uint64_t listed = os_->balloon_list().pages();
+	// On the list, or held off it since the host did not acknowledge their deflate.
+	uint64_t listed = os_->ballooned_pages();
 	if (counts.balloon != listed)
-		problems << "allocator holds " << counts.balloon << " balloon pages, the list " << listed << "\n";
+		problems << "allocator holds " << counts.balloon << " balloon pages, the lists " << listed << "\n";
 	if (core_ && core_->balloon_pfns() != listed)
-		problems << "driver counts " << core_->balloon_pfns() << " balloon pages, the list " << listed
+		problems << "driver counts " << core_->balloon_pfns() << " balloon pages, the lists " << listed
 			 << "\n";
 	if (core_ && core_->hint_held_pages() != os_->hint_list_pages())
 		problems << "driver counts " << core_->hint_held_pages() << " hinted pages, the hint list "

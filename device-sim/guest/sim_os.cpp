@@ -3,6 +3,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -29,7 +30,8 @@ std::vector<Segment> to_sim_segments(const vb::Segment* segments, unsigned count
 SimOs::SimOs(GuestMemory& memory, Transport& transport, BuddyAllocator& allocator,
 	     FreePagePolicy free_policy, bool verbose)
 	: memory_(memory), transport_(transport), allocator_(allocator), free_policy_(free_policy),
-	  verbose_(verbose), ram_base_(memory.translate(0, memory.size()))
+	  verbose_(verbose), ram_base_(memory.translate(0, memory.size())),
+	  dequeued_(allocator.frame_count(), 0)
 {
 	transport_index_.fill(-1);
 }
@@ -63,9 +65,28 @@ bool SimOs::alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
 	return true;
 }
 
+void SimOs::mark_dequeued(vb::PageRun run, bool dequeued)
+{
+	const uint64_t first = allocator_.first_pfn();
+	if (run.first_pfn < first || run.first_pfn - first + run.count > dequeued_.size())
+		return; // not the allocator's: the allocator itself refuses it
+	std::fill_n(dequeued_.begin() + static_cast<ptrdiff_t>(run.first_pfn - first), run.count,
+		    dequeued ? 1 : 0);
+}
+
+bool SimOs::any_dequeued(vb::PageRun run) const
+{
+	const uint64_t first = allocator_.first_pfn();
+	if (run.first_pfn < first || run.first_pfn - first + run.count > dequeued_.size())
+		return false;
+	auto begin = dequeued_.begin() + static_cast<ptrdiff_t>(run.first_pfn - first);
+	return std::find(begin, begin + static_cast<ptrdiff_t>(run.count), 1) != begin + static_cast<ptrdiff_t>(run.count);
+}
+
 void SimOs::free_page_run(vb::PageRun run)
 {
 	check_reuse(run.first_pfn, run.count);
+	mark_dequeued(run, false);
 	if (free_policy_.initialise && !VB_MUTANT(POISON02_DEFLATED_PAGE_NOT_FILLED)) {
 		if (run.flags & vb::kPageRunDeviceInitialised) {
 			counters_.pages_skipped_initialising += run.count;
@@ -126,7 +147,9 @@ bool SimOs::hint_list_contains(uint64_t pfn) const
 
 void SimOs::balloon_list_insert(vb::PageRun run)
 {
-	if (!allocator_.move_to_balloon(run.first_pfn, run.count)) {
+	// Linux's balloon_page_enqueue() BUG()s on a page compaction may hold: a page once
+	// taken off the list goes to balloon_hold() instead.
+	if (any_dequeued(run) || !allocator_.move_to_balloon(run.first_pfn, run.count)) {
 		counters_.bad_page_operations++;
 		return;
 	}
@@ -139,6 +162,28 @@ size_t SimOs::balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max
 	for (size_t i = 0; i < count; i++) {
 		if (!allocator_.move_from_balloon(runs[i].first_pfn, runs[i].count))
 			counters_.bad_page_operations++;
+		mark_dequeued(runs[i], true);
+	}
+	return count;
+}
+
+void SimOs::balloon_hold(vb::PageRun run)
+{
+	if (!allocator_.move_to_balloon(run.first_pfn, run.count)) {
+		counters_.bad_page_operations++;
+		return;
+	}
+	mark_dequeued(run, false);
+	held_.insert(run);
+}
+
+size_t SimOs::balloon_held_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
+{
+	size_t count = held_.take(runs, max_runs, max_pages);
+	for (size_t i = 0; i < count; i++) {
+		if (!allocator_.move_from_balloon(runs[i].first_pfn, runs[i].count))
+			counters_.bad_page_operations++;
+		mark_dequeued(runs[i], true);
 	}
 	return count;
 }

@@ -63,6 +63,8 @@ public:
 	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
 	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn);
 	void balloon_list_mark_initialised(vb::PageRun run);
+	void balloon_hold(vb::PageRun run);
+	size_t balloon_held_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
 	void adjust_managed_pages(vb::PageRun run, bool add);
 	void initialise_pages(vb::PageRun run);
 	void hint_list_insert(vb::PageRun run);
@@ -88,6 +90,10 @@ public:
 	void count_minor_faults(uint64_t pages) { minor_faults_ += pages; }
 	int64_t managed_pages() const;
 	const BalloonPageList& balloon_list() const { return balloon_list_; }
+	// Ballooned pages kept off the list since the host did not acknowledge their deflate.
+	const BalloonPageList& held_pages() const { return held_; }
+	// Pages in the balloon, on the list or held.
+	uint64_t ballooned_pages() const { return balloon_list_.pages() + held_.pages(); }
 	// Pages held on the hint list (allocated frames the driver keeps until DONE).
 	uint64_t hint_list_pages() const;
 	bool hint_list_contains(uint64_t pfn) const;
@@ -110,6 +116,12 @@ private:
 
 	std::mutex balloon_lock_;
 	BalloonPageList balloon_list_;
+	BalloonPageList held_;
+	// One byte per frame: taken off the list (or the held pages) and not yet freed or
+	// held again. Such a page must never go back through balloon_list_insert().
+	std::vector<uint8_t> dequeued_;
+	void mark_dequeued(vb::PageRun run, bool dequeued);
+	bool any_dequeued(vb::PageRun run) const;
 	mutable std::mutex hint_mutex_; // the hint list's own lock: the shrinker reaches it
 	std::vector<vb::PageRun> hint_list_;
 	uint64_t hint_list_pages_ = 0;

@@ -50,6 +50,12 @@ struct KernelOs {
 	{
 		vb_os_balloon_list_mark_initialised(dev, c_run(run));
 	}
+	void balloon_hold(vb::PageRun run) { vb_os_balloon_hold(dev, c_run(run)); }
+	size_t balloon_held_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
+	{
+		return vb_os_balloon_held_take(dev, reinterpret_cast<vballoon_page_run*>(runs),
+					       max_runs, max_pages);
+	}
 	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn)
 	{
 		vb_os_balloon_list_replace(dev, old_pfn, new_pfn);

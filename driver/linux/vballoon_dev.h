@@ -45,6 +45,12 @@ struct vballoon_dev {
 	struct mutex balloon_lock;
 	/* The balloon page list; its pages stay movable through balloon compaction. */
 	struct balloon_dev_info b_dev_info;
+	/*
+	 * Ballooned pages off that list: dequeued for a deflate the host did not acknowledge
+	 * (vb_os_balloon_hold()). Linked through page->lru, under the balloon lock.
+	 */
+	struct list_head held_pages;
+	unsigned long nr_held_pages;
 
 	/* Config changes, and the core's own "call me again". */
 	struct delayed_work update_work;
@@ -79,6 +85,8 @@ struct vballoon_dev {
 
 	/* Fault injection for tests (debugfs "fail_next_restore"): see vballoon_restore(). */
 	bool fail_next_restore;
+	/* Fault injection (debugfs "refuse_deflates"): deflateq refuses every buffer. */
+	bool refuse_deflates;
 };
 
 /* vballoon_free_pages.c: free page hinting and reporting around the core. */

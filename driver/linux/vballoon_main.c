@@ -326,6 +326,7 @@ static int vballoon_counters_show(struct seq_file *m, void *unused)
 	seq_printf(m, "features 0x%llx\n", vb->vdev->features);
 	seq_printf(m, "target_pfns %llu\n", vballoon_core_target_pfns(vb->core));
 	seq_printf(m, "balloon_pfns %llu\n", vballoon_core_balloon_pfns(vb->core));
+	seq_printf(m, "held_pages %lu\n", READ_ONCE(vb->nr_held_pages));
 	for (i = 0; (name = vballoon_core_counter(vb->core, i, &value)); i++)
 		seq_printf(m, "%s %llu\n", name, value);
 	return 0;
@@ -396,6 +397,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 	INIT_DELAYED_WORK(&vb->update_work, vballoon_update_func);
 	INIT_WORK(&vb->stats_work, vballoon_stats_func);
 	balloon_devinfo_init(&vb->b_dev_info);
+	INIT_LIST_HEAD(&vb->held_pages);
 #ifdef CONFIG_BALLOON_COMPACTION
 	vb->b_dev_info.migratepage = vballoon_migratepage;
 #endif
@@ -439,6 +441,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 	vb->debugfs_dir = debugfs_create_dir(dev_name(&vdev->dev), vballoon_debugfs_root);
 	debugfs_create_file("counters", 0444, vb->debugfs_dir, vb, &vballoon_counters_fops);
 	debugfs_create_bool("fail_next_restore", 0600, vb->debugfs_dir, &vb->fail_next_restore);
+	debugfs_create_bool("refuse_deflates", 0600, vb->debugfs_dir, &vb->refuse_deflates);
 
 	virtio_device_ready(vdev);
 	vballoon_core_start(vb->core);

@@ -162,6 +162,51 @@ void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_p
 	balloon_page_list_enqueue(&dev->b_dev_info, &pages);
 }
 
+/*
+ * The pages of a deflate the host did not acknowledge stay ballooned, but not on the
+ * balloon list: balloon_page_list_enqueue() is for fresh pages only. A dequeued page keeps
+ * its movable marker in page->mapping, so compaction's isolate path may hold a reference
+ * and the page lock at any moment (it finds the page no longer movable and lets go), and
+ * balloon_page_enqueue_one() BUG()s when its trylock_page() fails. Off every list the
+ * page is out of compaction's reach; the next deflate asks the host for it again, and after
+ * a reset it goes back to the guest (release_after_reset()). Called under the balloon lock.
+ */
+void vb_os_balloon_hold(struct vballoon_dev *dev, const struct vballoon_page_run *run)
+{
+	uint64_t i;
+
+	for (i = 0; i < run->count; i++)
+		list_add_tail(&pfn_to_page(run->first_pfn + i)->lru, &dev->held_pages);
+	dev->nr_held_pages += run->count;
+}
+
+static size_t vb_os_add_to_runs(struct vballoon_page_run *runs, size_t nr_runs, uint64_t pfn);
+
+size_t vb_os_balloon_held_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+			       size_t max_runs, uint64_t max_pages)
+{
+	struct page *page, *next;
+	uint64_t taken = 0;
+	size_t nr_runs = 0;
+
+	list_for_each_entry_safe(page, next, &dev->held_pages, lru) {
+		uint64_t pfn = page_to_pfn(page);
+		struct vballoon_page_run *last = nr_runs ? &runs[nr_runs - 1] : NULL;
+
+		if (taken == max_pages)
+			break;
+		/* A page that starts a run needs a free run slot. */
+		if (nr_runs == max_runs && !(last->first_pfn + last->count == pfn ||
+					     pfn + 1 == last->first_pfn))
+			break;
+		list_del(&page->lru);
+		nr_runs = vb_os_add_to_runs(runs, nr_runs, pfn);
+		taken++;
+	}
+	dev->nr_held_pages -= taken;
+	return nr_runs;
+}
+
 /* Adds the page to the last run when it extends it at either end, else starts a run. */
 static size_t vb_os_add_to_runs(struct vballoon_page_run *runs, size_t nr_runs, uint64_t pfn)
 {
@@ -307,6 +352,9 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 	unsigned int i;
 
 	if (!vq || WARN_ON_ONCE(n_out + n_in == 0 || n_out + n_in > VB_OS_MAX_SEGMENTS))
+		return false;
+	/* Fault injection for the guest suite: the host refuses every deflate. */
+	if (kind == VB_QUEUE_DEFLATE && READ_ONCE(dev->refuse_deflates))
 		return false;
 	if (kind == VB_QUEUE_FREE_PAGE) {
 		/* Hint blocks wait for the next kick, gathered into one chain. */

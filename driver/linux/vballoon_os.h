@@ -92,6 +92,10 @@ size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_ru
 void vb_os_balloon_list_mark_initialised(struct vballoon_dev *dev,
 					 const struct vballoon_page_run *run);
 void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint64_t new_pfn);
+/* Dequeued pages whose deflate the host did not acknowledge, on a private list. */
+void vb_os_balloon_hold(struct vballoon_dev *dev, const struct vballoon_page_run *run);
+size_t vb_os_balloon_held_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+			       size_t max_runs, uint64_t max_pages);
 void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run,
 				bool add);
 void vb_os_initialise_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run);

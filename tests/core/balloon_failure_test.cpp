@@ -50,6 +50,85 @@ TEST(BalloonFailure, DeflateRefusedKeepsThePagesBallooned)
 	expect_accounted(guest, 500);
 }
 
+// A deflate the host refuses: its pages stay ballooned but off the balloon list (Linux
+// could not put them back: compaction may hold their lock), so compaction never sees them;
+// the next deflate asks for them first, and a reset gives back whatever is still held.
+TEST(BalloonFailure, UnacknowledgedDeflatesAreHeldOffTheListAndRetriedFirst)
+{
+	Guest guest(kWithMustTellHost);
+	guest.balloon.set_max_chunk_order(0);
+	guest.set_target(2048);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+
+	guest.os.refuse[kDeflate] = true;
+	guest.set_target(1024);
+	EXPECT_EQ(guest.balloon.adjust_towards_target(), vb::StepResult::kStalled);
+	ASSERT_EQ(guest.os.held.size(), 1024u) << "the refused step's pages are held apart";
+	EXPECT_EQ(guest.os.balloon_list.size(), 1024u);
+	expect_accounted(guest, 2048);
+	const std::set<uint64_t> held(guest.os.held.begin(), guest.os.held.end());
+	for (uint64_t pfn : guest.os.balloon_list)
+		EXPECT_EQ(held.count(pfn), 0u) << "a held page is on the list, where compaction reaches it";
+
+	// Refused again (the OOM path too): still held, still counted.
+	EXPECT_EQ(guest.balloon.deflate_for_oom(), 0u);
+	EXPECT_EQ(guest.balloon.adjust_towards_target(), vb::StepResult::kStalled);
+	expect_accounted(guest, 2048);
+
+	// The host acknowledges again: the held pages are the first it is told of.
+	guest.os.refuse[kDeflate] = false;
+	guest.os.events.clear();
+	guest.set_target(2048 - 300);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	std::set<uint64_t> deflated = sent_pfns(guest.os, vb::QueueKind::kDeflate);
+	EXPECT_EQ(deflated.size(), 300u);
+	for (uint64_t pfn : deflated)
+		EXPECT_EQ(held.count(pfn), 1u) << "page " << pfn << " deflated before the held ones";
+	expect_accounted(guest, 2048 - 300);
+	EXPECT_EQ(guest.os.held.size(), 1024u - 300);
+
+	// Refused once more, then the device is reset: everything comes back, nothing twice.
+	guest.os.refuse[kDeflate] = true;
+	guest.set_target(0);
+	EXPECT_EQ(guest.balloon.adjust_towards_target(), vb::StepResult::kStalled);
+	expect_accounted(guest, 2048 - 300);
+	guest.balloon.release_all();
+	guest.balloon.release_after_reset();
+	EXPECT_EQ(guest.balloon.balloon_pfns(), 0u);
+	EXPECT_TRUE(guest.os.held.empty());
+	EXPECT_TRUE(guest.os.balloon_list.empty());
+	EXPECT_TRUE(guest.os.dequeued.empty());
+	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages);
+	EXPECT_EQ(guest.os.allocator.counts().balloon, 0u);
+	EXPECT_EQ(guest.os.managed_pages, 0);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
+// Compaction moves listed pages while some are held: the held ones are not its to move,
+// and the counts still add up.
+TEST(BalloonFailure, MigrationBesideHeldPagesKeepsTheAccounts)
+{
+	Guest guest(kWithMustTellHost);
+	guest.balloon.set_max_chunk_order(0);
+	guest.set_target(512);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	guest.os.refuse[kDeflate] = true;
+	guest.set_target(256);
+	EXPECT_EQ(guest.balloon.adjust_towards_target(), vb::StepResult::kStalled);
+	ASSERT_EQ(guest.os.held.size(), 256u);
+	guest.os.refuse[kDeflate] = false;
+
+	auto spare = guest.os.allocator.allocate(0);
+	ASSERT_TRUE(spare);
+	const uint64_t old_pfn = guest.os.balloon_list.front();
+	ASSERT_TRUE(guest.balloon.migrate_page(old_pfn, *spare));
+	EXPECT_TRUE(guest.os.allocator.free_run(old_pfn, 1));
+	expect_accounted(guest, 512);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	expect_accounted(guest, 256);
+	EXPECT_TRUE(guest.os.held.empty());
+}
+
 // Four messages go out at once; the device acknowledges one and goes away.
 TEST(BalloonFailure, DeviceGoneMidInflateKeepsLostPagesUntilReset)
 {

@@ -24,7 +24,7 @@
 namespace vbtest {
 
 struct Event {
-	enum Kind { kAlloc, kFree, kInsert, kTake, kAdd, kKick, kAck, kConfigWrite, kAllocFail, kInitialise, kHintInsert } kind = kAlloc;
+	enum Kind { kAlloc, kFree, kInsert, kTake, kAdd, kKick, kAck, kConfigWrite, kAllocFail, kInitialise, kHintInsert, kHold } kind = kAlloc;
 	vb::QueueKind queue = vb::QueueKind::kInflate;
 	uint64_t first_pfn = 0; // page runs
 	uint64_t count = 0;
@@ -73,6 +73,8 @@ public:
 	}
 	void free_page_run(vb::PageRun run)
 	{
+		for (uint64_t i = 0; i < run.count; i++)
+			dequeued.erase(run.first_pfn + i);
 		if (run.flags & vb::kPageRunDeviceInitialised)
 			freed_initialised += run.count;
 		if (run.flags & vb::kPageRunWholeBlock) {
@@ -87,6 +89,11 @@ public:
 	void balloon_list_insert(vb::PageRun run)
 	{
 		EXPECT_TRUE(lock_held);
+		for (uint64_t i = 0; i < run.count; i++)
+			EXPECT_EQ(dequeued.count(run.first_pfn + i), 0u)
+				<< "page " << run.first_pfn + i
+				<< " was taken off the balloon list and put back on it (Linux: "
+				   "BUG_ON(!trylock_page()) in balloon_page_enqueue_one(), compaction may hold it)";
 		EXPECT_TRUE(allocator.move_to_balloon(run.first_pfn, run.count));
 		for (uint64_t i = 0; i < run.count; i++)
 			balloon_list.push_back(run.first_pfn + i);
@@ -112,6 +119,42 @@ public:
 			}
 			balloon_list.pop_back();
 			initialised.erase(pfn);
+			dequeued.insert(pfn);
+			EXPECT_TRUE(allocator.move_from_balloon(pfn, 1));
+			log_event(Event::of(Event::kTake, {}, pfn, 1));
+		}
+		return run_count;
+	}
+	void balloon_hold(vb::PageRun run)
+	{
+		EXPECT_TRUE(lock_held);
+		for (uint64_t i = 0; i < run.count; i++) {
+			EXPECT_EQ(dequeued.erase(run.first_pfn + i), 1u)
+				<< "held page " << run.first_pfn + i << " was never taken off the list";
+			held.push_back(run.first_pfn + i);
+		}
+		EXPECT_TRUE(allocator.move_to_balloon(run.first_pfn, run.count));
+		log_event(Event::of(Event::kHold, {}, run.first_pfn, run.count));
+	}
+	size_t balloon_held_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
+	{
+		EXPECT_TRUE(lock_held);
+		size_t run_count = 0;
+		for (uint64_t taken = 0; taken < max_pages && !held.empty(); taken++) {
+			uint64_t pfn = held.back();
+			vb::PageRun* last = run_count ? &runs[run_count - 1] : nullptr;
+			if (last && last->first_pfn == pfn + 1) {
+				last->first_pfn = pfn;
+				last->count++;
+			} else if (last && last->first_pfn + last->count == pfn) {
+				last->count++;
+			} else if (run_count < max_runs) {
+				runs[run_count++] = {pfn, 1, 0};
+			} else {
+				break;
+			}
+			held.pop_back();
+			dequeued.insert(pfn);
 			EXPECT_TRUE(allocator.move_from_balloon(pfn, 1));
 			log_event(Event::of(Event::kTake, {}, pfn, 1));
 		}
@@ -359,6 +402,10 @@ public:
 
 	vbsim::BuddyAllocator allocator;
 	std::vector<uint64_t> balloon_list;
+	// Ballooned pages off the list: deflates the host did not acknowledge (balloon_hold).
+	std::vector<uint64_t> held;
+	// Taken off the balloon list (or the held pages) and not yet freed or held again.
+	std::set<uint64_t> dequeued;
 	std::vector<vb::PageRun> hint_list;
 	// What travelled on free_page_vq, in order: id buffers (out) and hinted blocks (in).
 	struct FreePageBuffer {

@@ -101,10 +101,10 @@ public:
 		os_.reset_device();
 		core_->release_after_reset();
 		check("release_after_reset");
-		FUZZ_CHECK(core_->balloon_pfns() == 0 && os_.list.pages() == 0,
-			   "after release_all the core holds %llu PFNs, the list %llu pages",
+		FUZZ_CHECK(core_->balloon_pfns() == 0 && os_.ballooned_pages() == 0,
+			   "after release_all the core holds %llu PFNs, the lists %llu pages",
 			   (unsigned long long)core_->balloon_pfns(),
-			   (unsigned long long)os_.list.pages());
+			   (unsigned long long)os_.ballooned_pages());
 		for (uint64_t pfn : harness_pages_)
 			os_.harness_free(pfn);
 		harness_pages_.clear();
@@ -337,10 +337,10 @@ private:
 		const vbsim::BuddyAllocator::Counts counts = os_.allocator.counts();
 		const uint64_t pfns = core_->balloon_pfns();
 		FUZZ_CHECK(
-			pfns == os_.list.pages() * pfns_per_page_ &&
-				counts.balloon == os_.list.pages(),
+			pfns == os_.ballooned_pages() * pfns_per_page_ &&
+				counts.balloon == os_.ballooned_pages(),
 			"after %s: core %llu PFNs, list %llu pages, allocator %llu balloon pages",
-			what, (unsigned long long)pfns, (unsigned long long)os_.list.pages(),
+			what, (unsigned long long)pfns, (unsigned long long)os_.ballooned_pages(),
 			(unsigned long long)counts.balloon);
 		const vb::BalloonCounters& counters = core_->counters();
 		FUZZ_CHECK(counters.pages_inflated.get() - counters.pages_deflated.get() == pfns,
@@ -353,10 +353,10 @@ private:
 			   (unsigned long long)pfns);
 		if (!os_.has_feature(VB_F_DEFLATE_ON_OOM))
 			FUZZ_CHECK(
-				os_.managed_delta == -static_cast<int64_t>(os_.list.pages()),
+				os_.managed_delta == -static_cast<int64_t>(os_.ballooned_pages()),
 				"after %s: managed pages moved by %lld, balloon holds %llu pages",
 				what, (long long)os_.managed_delta,
-				(unsigned long long)os_.list.pages());
+				(unsigned long long)os_.ballooned_pages());
 	}
 
 	FuzzInput& in_;

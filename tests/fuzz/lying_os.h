@@ -170,12 +170,10 @@ public:
 			   "pages enter the balloon with flags %#x", run.flags);
 		for (uint64_t i = 0; i < run.count; i++) {
 			PageModel& page = model(run.first_pfn + i, "inserted");
-			// New pages the host acknowledged (or lost with the device), or pages a
-			// deflate took that the host did not acknowledge giving back: those keep
-			// their device-initialised flag.
-			FUZZ_CHECK((page.holder == Holder::kCore && !flagged) ||
-					   (page.holder == Holder::kLeaving &&
-					    page.initialised == flagged),
+			// Only new pages the host acknowledged (or lost with the device): a page a
+			// deflate took off the list goes to balloon_hold(), never back here (in
+			// Linux compaction may hold its lock, and the enqueue would BUG()).
+			FUZZ_CHECK(page.holder == Holder::kCore && !flagged,
 				   "page %#llx inserted into the balloon with flags %#x, holder %d, "
 				   "initialised %d",
 				   (unsigned long long)(run.first_pfn + i), run.flags,
@@ -186,6 +184,51 @@ public:
 			   "move_to_balloon refused");
 		list.insert(run);
 	}
+
+	// Pages a deflate took whose deflate the host did not acknowledge: ballooned, off the
+	// list, keeping their device-initialised flag.
+	void balloon_hold(vb::PageRun run)
+	{
+		FUZZ_CHECK(lock_held_, "balloon hold without the lock");
+		check_run(run, "held");
+		const bool flagged = run.flags & vb::kPageRunDeviceInitialised;
+		FUZZ_CHECK((run.flags & ~vb::kPageRunDeviceInitialised) == 0,
+			   "pages held with flags %#x", run.flags);
+		for (uint64_t i = 0; i < run.count; i++) {
+			PageModel& page = model(run.first_pfn + i, "held");
+			FUZZ_CHECK(page.holder == Holder::kLeaving && page.initialised == flagged,
+				   "page %#llx held with flags %#x, holder %d, initialised %d",
+				   (unsigned long long)(run.first_pfn + i), run.flags,
+				   static_cast<int>(page.holder), page.initialised);
+			page.holder = Holder::kBalloon;
+		}
+		FUZZ_CHECK(allocator.move_to_balloon(run.first_pfn, run.count),
+			   "move_to_balloon refused");
+		held.insert(run);
+	}
+
+	size_t balloon_held_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
+	{
+		FUZZ_CHECK(lock_held_, "held take without the lock");
+		size_t count = held.take(runs, max_runs, max_pages);
+		uint64_t taken = 0;
+		for (size_t r = 0; r < count; r++) {
+			check_run(runs[r], "taken from the held pages");
+			for (uint64_t i = 0; i < runs[r].count; i++) {
+				PageModel& page = model(runs[r].first_pfn + i, "taken from held");
+				FUZZ_CHECK(page.holder == Holder::kBalloon, "held page %#llx not ballooned",
+					   (unsigned long long)(runs[r].first_pfn + i));
+				page.holder = Holder::kLeaving;
+			}
+			FUZZ_CHECK(allocator.move_from_balloon(runs[r].first_pfn, runs[r].count),
+				   "move_from_balloon refused");
+			taken += runs[r].count;
+		}
+		FUZZ_CHECK(taken <= max_pages && count <= max_runs, "held take: %llu pages in %zu runs",
+			   (unsigned long long)taken, count);
+		return count;
+	}
+	uint64_t ballooned_pages() const { return list.pages() + held.pages(); }
 
 	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages)
 	{
@@ -651,6 +694,7 @@ public:
 
 	vbsim::BuddyAllocator allocator;
 	vbsim::BalloonPageList list;
+	vbsim::BalloonPageList held; // balloon_hold(): off the list, still ballooned
 	int64_t managed_delta = 0;
 	uint32_t num_pages = 0;
 	uint32_t actual = 0;

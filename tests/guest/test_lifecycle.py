@@ -216,6 +216,96 @@ def test_compaction_migrates_balloon_pages_and_accounting_balances(plain_vm, dri
     assert_kernel_quiet(vm, console0)
 
 
+# Deflates the host refuses (debugfs refuse_deflates) while compaction runs: 30 s at one retry
+# per 200 ms is about 150 refused steps of 1024 pages each. A full compaction pass over the
+# 2 GiB guest takes 10-20 s under TCG here, so the loop is inside a pass the whole time.
+REFUSED_DEFLATE_S = 30
+MIN_REFUSED_STEPS = 50
+MIN_COMPACTION_PASSES = 1
+
+
+@pytest.mark.parametrize("driver", ["vballoon"], indirect=True)
+def test_refused_deflates_under_compaction_stay_off_the_list(plain_vm, driver):
+    """vballoon only (the fault is injected through its debugfs): the host refuses every
+    deflate while /proc/sys/vm/compact_memory runs in a loop over a page-at-a-time balloon
+    whose pages sit in half-free blocks.  A refused step's pages were put back with
+    balloon_page_list_enqueue(), whose BUG_ON(!trylock_page()) fires when compaction holds
+    such a page's lock; now they are held off the balloon list (debugfs held_pages), retried
+    first, and the balloon, MemTotal and the host's `actual` do not move.  Unloading while
+    deflates are still refused resets the device: every page comes back, no oops, no WARN."""
+    vm = plain_vm
+    ram = vm.ram_bytes
+    half_pages = (ram // 2) // guestvm.PAGE_BYTES
+    console0 = vm.console_bytes
+    vm.unload_driver(driver.drv)
+    drv = _page_at_a_time(driver.drv)
+    vm.load_driver(drv)
+    total0 = vm.meminfo()["MemTotal"]
+    free0 = vm.free_kib()
+    dev = vm.balloon_device()
+    refuse = f"/sys/kernel/debug/vballoon/{dev}/refuse_deflates"
+    try:
+        vm.sh(f"hog holes {HOLED_MIB} > /tmp/holes.out 2>&1 & echo $! > /tmp/holes.pid")
+        wait_for_line(vm, "/tmp/holes.out", f"holed {HOLED_MIB}", timeout=180)
+        balloon_to(vm, ram // 2)
+        stop_background(vm, "/tmp/holes.pid")
+        vmstat0 = vm.vmstat()
+        migrated0 = vmstat0["balloon_migrate"]
+        isolated0 = vmstat0["compact_isolated"]
+        failures0 = vm.vballoon_counters()["queue_failures"]
+
+        vm.sh(f"echo Y > {refuse}")
+        vm.sh("rm -f /tmp/compact.stop; "
+              "(n=0; while [ ! -e /tmp/compact.stop ]; do echo 1 > /proc/sys/vm/compact_memory; "
+              "n=$((n+1)); echo $n > /tmp/compact.n; done) > /dev/null 2>&1 & "
+              "echo $! > /tmp/compact.pid")
+        vm.qmp.balloon(ram)  # every deflate step is refused from here on
+        deadline = time.monotonic() + REFUSED_DEFLATE_S
+        while time.monotonic() < deadline:
+            counters = vm.vballoon_counters()
+            assert counters["balloon_pfns"] == half_pages
+            assert counters["held_pages"] in (0, 1024), counters
+            assert_kernel_quiet(vm, console0)
+            time.sleep(1)  # poll interval of a bounded watch
+        counters = vm.vballoon_counters()
+        passes = int(vm.sh("cat /tmp/compact.n").strip() or 0)
+        refused = counters["queue_failures"] - failures0
+        assert refused >= MIN_REFUSED_STEPS, f"only {refused} refused deflate steps"
+        assert passes >= MIN_COMPACTION_PASSES, f"only {passes} compaction passes"
+        # One step's worth (1024 pages) is held apart, asked for again at every retry;
+        # the rest stays on the list, where compaction still moves pages.
+        assert counters["held_pages"] == 1024, counters
+        assert counters["balloon_pfns"] == half_pages
+        assert counters["pages_deflated"] == 0
+        # Compaction isolates (and locks) balloon pages all along; their migrations fail,
+        # since the host refuses the old page's deflate too, and they go back on the list.
+        vmstat = vm.vmstat()
+        assert vmstat["compact_isolated"] > isolated0, "compaction isolated nothing"
+        assert vmstat["balloon_migrate"] == migrated0
+        assert vm.meminfo()["MemTotal"] == total0 - (ram // 2) // KIB
+        assert vm.qmp.balloon_actual() == ram // 2
+
+        # Remove with deflates still refused: release_all() gets nothing back, the reset
+        # gives back the list and the held pages, compaction still running.
+        vm.unload_driver(drv)
+        vm.sh("touch /tmp/compact.stop; "
+              "while kill -0 $(cat /tmp/compact.pid) 2>/dev/null; do sleep 0.1; done", timeout=180)
+    finally:
+        vm.run("touch /tmp/compact.stop; kill -TERM $(cat /tmp/holes.pid) 2>/dev/null",
+               check=False)
+        if vm.driver is not None:
+            vm.run(f"echo N > {refuse}", check=False)
+            vm.unload_driver(drv)
+    assert vm.meminfo()["MemTotal"] == total0
+    assert vm.free_kib() >= free0 - FREE_SLACK_KIB
+    # The reset left QEMU's `actual` where the refused deflates left it; the driver bound
+    # again writes the empty balloon's.
+    vm.load_driver(driver.drv)
+    vm.qmp.wait_balloon(ram, BALLOON_TIMEOUT_S)
+    assert vm.meminfo()["MemTotal"] == total0
+    assert_kernel_quiet(vm, console0)
+
+
 # ----------------------------------------------------------------------------------------------
 # Statistics while inflating
 

@@ -13,6 +13,8 @@ struct DeclaredOnlyOs {
 	void balloon_list_insert(vb::PageRun run);
 	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
 	void balloon_list_mark_initialised(vb::PageRun run);
+	void balloon_hold(vb::PageRun run);
+	size_t balloon_held_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
 	void balloon_list_replace(uint64_t old_pfn, uint64_t new_pfn);
 	void adjust_managed_pages(vb::PageRun run, bool add);
 	void hint_list_insert(vb::PageRun run);

@@ -23,7 +23,8 @@
 //   (the OS resets the device)
 //   release_after_reset()        on remove and freeze, after the reset: every page still on
 //                                the balloon list goes back to the guest without a message
-//                                (the host holds nothing after a reset). Pages compaction has
+//                                (the host holds nothing after a reset), and so does every page
+//                                held since a deflate the host did not acknowledge. Pages compaction has
 //                                isolated come back through migrate_page(), which fails after
 //                                a reset, so compaction puts them back on the list; the OS
 //                                calls this again until balloon_pfns() is 0.
@@ -446,6 +447,11 @@ template <BalloonOs Os> void Balloon<Os>::start()
 	driver_ok_.set();
 	if (negotiated(VB_F_PAGE_POISON) && VB_MUTANT(POISON03_POISON_VAL_AFTER_DRIVER_OK))
 		os_.config_write32(VB_CONFIG_POISON_VAL_OFFSET, traits_.free_page_pattern);
+	// A reset does not clear `actual` in every device (QEMU keeps the last value written,
+	// e.g. by a remove whose deflates the host refused): say what the balloon holds now.
+	os_.lock();
+	update_actual_locked();
+	os_.unlock();
 	if (negotiated(VB_F_STATS_VQ))
 		os_.queue_kick(QueueKind::kStats);
 }
@@ -495,7 +501,10 @@ template <BalloonOs Os> void Balloon<Os>::release_after_reset()
 {
 	os_.lock();
 	for (;;) {
-		size_t run_count = os_.balloon_list_take(deflate_runs_, kRunsPerStep, ~uint64_t{0});
+		// The held pages (deflates the host never acknowledged) first, then the list.
+		size_t run_count = os_.balloon_held_take(deflate_runs_, kRunsPerStep, ~uint64_t{0});
+		if (!run_count)
+			run_count = os_.balloon_list_take(deflate_runs_, kRunsPerStep, ~uint64_t{0});
 		if (!run_count)
 			break;
 		for (size_t i = 0; i < run_count; i++)

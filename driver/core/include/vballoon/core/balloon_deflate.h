@@ -13,7 +13,15 @@ template <BalloonOs Os> typename Balloon<Os>::DeflateResult Balloon<Os>::deflate
 {
 	os_.lock();
 	const uint64_t before = balloon_pfns_.get();
-	size_t run_count = os_.balloon_list_take(deflate_runs_, kRunsPerStep, wanted_pfns / pfns_per_page_);
+	const uint64_t wanted_pages = wanted_pfns / pfns_per_page_;
+	// Pages the host did not acknowledge last time are asked for again first.
+	size_t run_count = os_.balloon_held_take(deflate_runs_, kRunsPerStep, wanted_pages);
+	uint64_t taken = 0;
+	for (size_t i = 0; i < run_count; i++)
+		taken += deflate_runs_[i].count;
+	if (taken < wanted_pages && run_count < kRunsPerStep)
+		run_count += os_.balloon_list_take(deflate_runs_ + run_count, kRunsPerStep - run_count,
+						   wanted_pages - taken);
 	if (!run_count) {
 		os_.unlock();
 		return {0, false};
@@ -30,9 +38,10 @@ template <BalloonOs Os> typename Balloon<Os>::DeflateResult Balloon<Os>::deflate
 	HostReply reply = tell_host(QueueKind::kDeflate, deflate_runs_, run_count,
 				    [this](PageRun run) { give_back(run); });
 	// Refused or lost: the host still holds these (or may), so they stay in the balloon,
-	// still counted, until a later deflate is acknowledged or the device is reset.
+	// still counted, until a later deflate is acknowledged or the device is reset. Held
+	// apart, never put back on the balloon list (os_interface.h, balloon_hold()).
 	reply.for_each_unacknowledged(deflate_runs_,
-				      [this](PageRun run, MessageOutcome) { os_.balloon_list_insert(run); });
+				      [this](PageRun run, MessageOutcome) { os_.balloon_hold(run); });
 	update_actual_locked();
 	const uint64_t freed = before - balloon_pfns_.get();
 	os_.unlock();

@@ -95,6 +95,14 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //     runs[0..max_runs) (pages of one run share their flags); stops early when the runs
 //     are full. Returns the number of runs.
 //   balloon_list_mark_initialised(run): the device initialised these balloon pages.
+//   balloon_hold(run): pages balloon_list_take() gave out whose deflate the host did not
+//     acknowledge. They stay in the balloon (the core counts them) but never go back on
+//     the balloon list: in Linux a dequeued page still looks movable, compaction may hold
+//     its lock at any moment, and balloon_page_enqueue() would BUG_ON(!trylock_page()).
+//     The OS keeps them on a private list, out of compaction's reach. Balloon lock held.
+//   balloon_held_take(runs, max_runs, max_pages): as balloon_list_take(), from the pages
+//     balloon_hold() kept (in any order). A page taken off either list goes back to the
+//     guest (free_page_run) or to balloon_hold(), never to balloon_list_insert().
 //   balloon_list_replace(old_pfn, new_pfn): compaction moved a ballooned page; the new
 //     page takes the old one's place on the balloon list.
 //   initialise_pages(run): write the guest's free-page pattern (zero or poison) into pages
@@ -132,6 +140,8 @@ concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, Page
 	{ os.balloon_list_take(runs, size_t{1}, uint64_t{1}) } -> same_type<size_t>;
 	os.balloon_list_replace(uint64_t{0}, uint64_t{1});
 	os.balloon_list_mark_initialised(run);
+	os.balloon_hold(run);
+	{ os.balloon_held_take(runs, size_t{1}, uint64_t{1}) } -> same_type<size_t>;
 	os.adjust_managed_pages(run, true);
 	os.hint_list_insert(run);
 	{ os.hint_list_take(runs, size_t{1}, uint64_t{1}) } -> same_type<size_t>;
