@@ -337,6 +337,11 @@ uint64_t vballoon_core_hint_release(vballoon_core* core, uint64_t max_pages)
 	return balloon(core).hint_release(max_pages);
 }
 
+void vballoon_core_hint_stop(vballoon_core* core)
+{
+	balloon(core).hint_stop();
+}
+
 void vballoon_core_hint_device_reset(vballoon_core* core)
 {
 	balloon(core).hint_device_reset();

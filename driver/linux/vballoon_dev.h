@@ -75,6 +75,8 @@ struct vballoon_dev {
 	struct list_head hint_blocks;
 	struct shrinker hint_shrinker;
 	bool hint_shrinker_registered;
+	/* Remove or freeze wants the running round over (vballoon_free_pages_stop()). */
+	bool hint_stopping;
 	/* Hint blocks gathered into descriptor chains (vballoon_hint_batch_*()). */
 	struct vballoon_hint_batch *hint_batch;
 
@@ -87,6 +89,12 @@ struct vballoon_dev {
 	bool fail_next_restore;
 	/* Fault injection (debugfs "refuse_deflates"): deflateq refuses every buffer. */
 	bool refuse_deflates;
+	/*
+	 * Fault injection (debugfs "break_after_hint_blocks"): when the round adds its Nth
+	 * hint block the device is marked broken, as a surprise removal does. 0: never.
+	 */
+	u32 break_after_hint_blocks;
+	u32 hint_blocks_added;
 };
 
 /* vballoon_free_pages.c: free page hinting and reporting around the core. */
@@ -101,6 +109,7 @@ bool vballoon_hint_batch_add(struct vballoon_dev *vb, const struct vballoon_segm
 			     unsigned int n_out, const struct vballoon_segment *in,
 			     unsigned int n_in, void *token);
 void vballoon_hint_batch_flush(struct vballoon_dev *vb);
+bool vballoon_hint_batch_failed(struct vballoon_dev *vb);
 void *vballoon_hint_batch_drained(struct vballoon_dev *vb, uint32_t *len);
 void *vballoon_hint_batch_unpack(struct vballoon_dev *vb, void *token);
 

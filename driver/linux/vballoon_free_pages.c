@@ -106,6 +106,12 @@ struct vballoon_hint_batch {
 	/* Blocks of used chains not yet handed back to the core (all share one token). */
 	void *drain_token;
 	unsigned int drain_left;
+	/*
+	 * free_page_vq refused a flushed chain (the device broke: surprise removal): every
+	 * later add fails and every wait returns at once, so the round stops. The blocks stay
+	 * on the hint list until the reset gives them back. Cleared by the reset.
+	 */
+	int failed;
 };
 
 static struct vballoon_hint_chain *vballoon_hint_chain_of(struct vballoon_hint_batch *b,
@@ -166,6 +172,18 @@ bool vballoon_hint_batch_add(struct vballoon_dev *vb, const struct vballoon_segm
 
 	if (!b || n_out || n_in != 1)
 		return false;
+	if (READ_ONCE(vb->break_after_hint_blocks) &&
+	    ++vb->hint_blocks_added == READ_ONCE(vb->break_after_hint_blocks)) {
+		dev_info(&vb->vdev->dev, "device broken after %u hint blocks, as asked (debugfs)\n",
+			 vb->hint_blocks_added);
+		virtio_break_device(vb->vdev);
+	}
+	/*
+	 * A broken queue takes nothing: the add goes on to virtqueue_add_sgs(), which fails,
+	 * and the core ends the round at once instead of taking every free block.
+	 */
+	if (b->failed || virtqueue_is_broken(vb->vqs[VB_QUEUE_FREE_PAGE]))
+		return false;
 	if (b->nr_pending &&
 	    (b->pending_token != token || b->nr_pending == VB_HINT_CHAIN_BLOCKS_MAX))
 		vballoon_hint_batch_flush(vb);
@@ -223,11 +241,21 @@ void vballoon_hint_batch_flush(struct vballoon_dev *vb)
 		n -= i;
 	}
 	/*
-	 * Cannot happen while the core keeps its count; should it, the blocks it believes
-	 * in flight come back to it as used, unhinted but never lost.
+	 * The core kept room for every block, so this is a device that broke (-EIO after a
+	 * surprise removal) or memory that ran out: no WARN, the round stops (every later add
+	 * and wait fails, see vballoon_hint_batch_failed()) and the blocks, never seen by the
+	 * device, stay on the hint list until the reset gives them back.
 	 */
-	WARN_ONCE(1, "vballoon: %u hint blocks found no room on free_page_vq: %d\n", n, err);
-	vballoon_hint_drain_more(b, b->pending_token, n);
+	if (!b->failed)
+		dev_warn(&vb->vdev->dev, "free_page_vq refused %u hint blocks (%d): hinting stops until the device is reset\n",
+			 n, err);
+	b->failed = err;
+}
+
+/* True once a flush failed: free_page_vq takes and returns nothing more until the reset. */
+bool vballoon_hint_batch_failed(struct vballoon_dev *vb)
+{
+	return vb->hint_batch && vb->hint_batch->failed;
 }
 
 /* A block of a used chain, if one is still owed to the core. */
@@ -264,6 +292,7 @@ static void vballoon_hint_batch_reset(struct vballoon_dev *vb)
 		return;
 	b->nr_pending = 0;
 	b->drain_left = 0;
+	b->failed = 0;
 	memset(b->chains, 0, sizeof(b->chains));
 }
 
@@ -343,6 +372,7 @@ void vballoon_free_pages_start(struct vballoon_dev *vb)
 	struct virtio_device *vdev = vb->vdev;
 	int err;
 
+	WRITE_ONCE(vb->hint_stopping, false);
 	if (virtio_has_feature(vdev, VIRTIO_BALLOON_F_FREE_PAGE_HINT)) {
 		vb->hint_shrinker.count_objects = vballoon_hint_count;
 		vb->hint_shrinker.scan_objects = vballoon_hint_scan;
@@ -382,6 +412,10 @@ void vballoon_free_pages_stop(struct vballoon_dev *vb)
 		page_reporting_unregister(&vb->pr_dev_info);
 		vb->reporting_registered = false;
 	}
+	/* A running round stops at its next block or wait, rather than run to its end. */
+	WRITE_ONCE(vb->hint_stopping, true);
+	vballoon_core_hint_stop(vb->core);
+	wake_up(&vb->acked);
 	cancel_work_sync(&vb->hint_work);
 	if (vb->hint_shrinker_registered) {
 		unregister_shrinker(&vb->hint_shrinker);
@@ -394,6 +428,7 @@ void vballoon_free_pages_device_reset(struct vballoon_dev *vb)
 {
 	vballoon_hint_batch_reset(vb);
 	vballoon_core_hint_device_reset(vb->core);
+	WRITE_ONCE(vb->hint_stopping, false);
 }
 
 void vballoon_free_pages_destroy(struct vballoon_dev *vb)

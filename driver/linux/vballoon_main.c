@@ -442,6 +442,8 @@ static int vballoon_probe(struct virtio_device *vdev)
 	debugfs_create_file("counters", 0444, vb->debugfs_dir, vb, &vballoon_counters_fops);
 	debugfs_create_bool("fail_next_restore", 0600, vb->debugfs_dir, &vb->fail_next_restore);
 	debugfs_create_bool("refuse_deflates", 0600, vb->debugfs_dir, &vb->refuse_deflates);
+	debugfs_create_u32("break_after_hint_blocks", 0600, vb->debugfs_dir,
+			   &vb->break_after_hint_blocks);
 
 	virtio_device_ready(vdev);
 	vballoon_core_start(vb->core);

@@ -362,6 +362,8 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 			return true;
 		/* Anything else (an id, STOP) goes behind the blocks added before it. */
 		vballoon_hint_batch_flush(dev);
+		if (vballoon_hint_batch_failed(dev))
+			return false;
 	}
 	/* Per-queue scratch: virtqueue users already serialise their calls per queue. */
 	sg = dev->sg[kind];
@@ -431,6 +433,9 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 		token = vballoon_hint_batch_drained(dev, len);
 		if (token)
 			return token;
+		/* A broken device returns nothing; remove and freeze want the round over. */
+		if (vballoon_hint_batch_failed(dev) || READ_ONCE(dev->hint_stopping))
+			return NULL;
 		/* The free page queue interrupts only while someone waits (vballoon_init_vqs()). */
 		virtqueue_enable_cb(vq);
 	}
@@ -442,6 +447,8 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 			break;
 		/* A broken queue (the device went away) will never return the buffer. */
 		if (virtqueue_is_broken(vq))
+			break;
+		if (kind == VB_QUEUE_FREE_PAGE && READ_ONCE(dev->hint_stopping))
 			break;
 	}
 	if (kind == VB_QUEUE_FREE_PAGE) {

@@ -163,6 +163,7 @@ bool vballoon_core_hint_config_changed(struct vballoon_core *core);
 void vballoon_core_handle_free_page_hint(struct vballoon_core *core);
 uint64_t vballoon_core_hint_held_pages(const struct vballoon_core *core);
 uint64_t vballoon_core_hint_release(struct vballoon_core *core, uint64_t max_pages);
+void vballoon_core_hint_stop(struct vballoon_core *core);
 void vballoon_core_hint_device_reset(struct vballoon_core *core);
 
 /* Free page reporting: at most VB_OS_REPORT_RUNS_MAX runs; true once the device acked. */

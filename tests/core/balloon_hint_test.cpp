@@ -330,6 +330,64 @@ TEST(FreePageHint, ADeviceResetMidRoundLosesNoBlock)
 	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages);
 }
 
+// Surprise removal mid-round with room on the ring: the first block the queue refuses
+// ends the round. Nothing more is allocated, nothing is logged as a warning, and the reset
+// gives every held block back.
+TEST(FreePageHint, ADeviceGoneMidRoundStopsAtItsFirstFailure)
+{
+	HintGuest guest;
+	int inserted = 0;
+	guest.os.after_hint_insert = [&] {
+		if (++inserted == 3)
+			guest.os.device_gone = true;
+	};
+	guest.device_writes(20);
+	guest.handle();
+	EXPECT_EQ(guest.blocks_sent(), 3u);
+	EXPECT_EQ(guest.balloon.counters().hint_blocks.get(), 3u);
+	EXPECT_EQ(guest.balloon.hint_held_pages(), 3 * kBlockPages);
+	// One more block was taken and, refused, went straight back: four allocations.
+	EXPECT_EQ(guest.os.events_of(Event::kAlloc).size(), 4u);
+	EXPECT_EQ(guest.free_pages(), kGuestPages - 3 * kBlockPages);
+	EXPECT_GE(guest.balloon.counters().queue_failures.get(), 1u);
+	EXPECT_TRUE(guest.os.log_lines.empty());
+
+	guest.balloon.hint_device_reset();
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.balloon.hint_held_pages(), 0u);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
+// Remove or freeze asks a running round to stop: it closes with STOP at its next block,
+// no new id starts a round until the reset, and the reset gives everything back.
+TEST(FreePageHint, HintStopEndsARunningRoundUntilTheReset)
+{
+	HintGuest guest;
+	int inserted = 0;
+	guest.os.after_hint_insert = [&] {
+		if (++inserted == 2)
+			guest.balloon.hint_stop();
+	};
+	guest.device_writes(21);
+	guest.handle();
+	size_t end;
+	expect_round_shape(guest.os.free_page_buffers, 0, 21, &end);
+	EXPECT_EQ(end, 1 + 2 + 1u) << "the round closed right after the stop";
+	EXPECT_EQ(guest.balloon.hint_held_pages(), 2 * kBlockPages);
+
+	guest.device_writes(22);
+	guest.handle();
+	EXPECT_EQ(guest.os.free_page_buffers.size(), end) << "a round after the stop";
+
+	guest.balloon.hint_device_reset();
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	guest.os.queues[static_cast<int>(vb::QueueKind::kFreePage)] = {};
+	guest.os.after_hint_insert = nullptr;
+	guest.device_writes(23);
+	guest.handle();
+	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages) << "hinting runs again after the reset";
+}
+
 TEST(FreePageHint, NothingHappensWithoutTheFeature)
 {
 	HintGuest guest(0);

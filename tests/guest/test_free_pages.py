@@ -25,6 +25,7 @@ import time
 import pytest
 
 import free_pages
+import guestvm
 from free_pages import check_hinted_runs_were_sound, hint_report, hinted_migration_run
 from guestvm import BALLOON_TIMEOUT_S, MIB
 
@@ -183,3 +184,37 @@ def test_hinted_blocks_come_back_under_memory_pressure(hint_vm, driver):
         assert time.monotonic() < deadline, "hinted blocks not given back after DONE"
         time.sleep(0.1)  # poll interval, bounded by the deadline above
     assert vm.sh("echo alive").strip() == "alive"
+
+
+# The round's block at which the injected surprise removal breaks the device.
+BREAK_AT_BLOCK = 8
+
+
+@pytest.mark.parametrize("driver", ["vballoon"], indirect=True)
+def test_device_broken_mid_round_stops_it_and_every_block_comes_back(hint_vm, driver):
+    """vballoon only (the fault is injected through its debugfs): the device breaks, as a
+    surprise removal breaks it, when the round adds its 8th block.  The round must stop at
+    that first failure (7 blocks hinted, not every free block of the guest), with no WARN
+    (a panic under panic_on_warn); after the reset (unload) every block is back."""
+    vm = hint_vm
+    console0 = vm.console_bytes
+    total0 = vm.meminfo()["MemTotal"]
+    free0 = vm.free_kib()
+    dev = vm.balloon_device()
+    vm.sh(f"echo {BREAK_AT_BLOCK} > /sys/kernel/debug/vballoon/{dev}/break_after_hint_blocks")
+    free_pages.migrate_to_null(vm)  # QEMU asks for hints as the migration starts
+    console = vm.console_text(console0)
+    assert f"device broken after {BREAK_AT_BLOCK} hint blocks" in console, vm.console_tail()
+    counters = vm.vballoon_counters()
+    assert counters["hint_rounds"] == 1, counters
+    assert counters["hint_blocks"] == BREAK_AT_BLOCK - 1, counters
+    assert counters["queue_failures"] >= 1, counters
+    # Nothing more was taken: the guest has its free memory but those 7 blocks at most.
+    held_kib = (BREAK_AT_BLOCK - 1) * free_pages.HINT_BLOCK_PAGES * 4
+    assert vm.free_kib() >= free0 - held_kib - free_pages.FREE_BACK_SLACK_KIB
+    vm.unload_driver(driver.drv)
+    assert vm.meminfo()["MemTotal"] == total0
+    assert vm.free_kib() >= free0 - free_pages.FREE_BACK_SLACK_KIB
+    assert vm.sh("echo alive").strip() == "alive"
+    console = vm.console_text(console0)
+    assert not guestvm.KERNEL_TROUBLE.search(console), guestvm.kernel_trouble(console)

@@ -189,6 +189,10 @@ public:
 	// holds; returns the guest pages freed. Any thread, also while a round runs (which goes
 	// on). Before DONE the pages are initialised first, as the spec requires.
 	uint64_t hint_release(uint64_t max_pages);
+	// Remove or freeze is coming: a running round ends at its next block (or wait), and
+	// no new one starts, until hint_device_reset(). Any thread; the OS then waits for its
+	// hint work item to finish.
+	void hint_stop() { hint_stop_requested_.set(); }
 	// The device was reset or is going away, and the OS has stopped its hint work item:
 	// the buffers on free_page_vq are gone, and every held block goes back to the guest.
 	void hint_device_reset();
@@ -391,6 +395,7 @@ private:
 	bool hint_id_in_flight_ = false;
 	Flag hint_config_dirty_;
 	Flag hint_done_seen_; // DONE read and not yet followed by a new round
+	Flag hint_stop_requested_; // hint_stop(): remove or freeze waits for the round
 	Counter hint_held_pages_;
 	Flag driver_ok_; // start() ran: DRIVER_OK is set
 	uint8_t report_token_ = 0;
@@ -445,6 +450,7 @@ template <BalloonOs Os> bool Balloon<Os>::prepare()
 template <BalloonOs Os> void Balloon<Os>::start()
 {
 	driver_ok_.set();
+	hint_stop_requested_.test_and_clear(); // restore: hinting may run again
 	if (negotiated(VB_F_PAGE_POISON) && VB_MUTANT(POISON03_POISON_VAL_AFTER_DRIVER_OK))
 		os_.config_write32(VB_CONFIG_POISON_VAL_OFFSET, traits_.free_page_pattern);
 	// A reset does not clear `actual` in every device (QEMU keeps the last value written,

@@ -46,6 +46,8 @@ template <BalloonOs Os> void Balloon<Os>::handle_free_page_hint()
 	// The OS calls this because config changed; read it even if the flag was consumed.
 	hint_config_dirty_.set();
 	for (;;) {
+		if (hint_stop_requested_.get())
+			return;
 		uint32_t cmd_id = read_hint_cmd_id();
 
 		if (cmd_id == VB_CMD_ID_DONE) {
@@ -122,7 +124,7 @@ template <BalloonOs Os> bool Balloon<Os>::hint_add(const Segment* out, const Seg
 			return true;
 		}
 		os_.queue_kick(QueueKind::kFreePage);
-		if (!hint_in_flight_ || !hint_wait_used()) {
+		if (hint_stop_requested_.get() || !hint_in_flight_ || !hint_wait_used()) {
 			counters_.queue_failures.add(1);
 			return false;
 		}
@@ -164,6 +166,8 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 	for (;;) {
 		if (read_hint_cmd_id() != cmd_id)
 			break; // STOP, DONE or a newer id: this round is over
+		if (hint_stop_requested_.get())
+			break; // remove or freeze: close the round now
 		hint_reap_used();
 		// One slot always stays free for the STOP that closes the round.
 		if (hint_in_flight_ + 1 >= ring) {
@@ -179,9 +183,11 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 		PageRun block = {pfn, block_pages, kPageRunWholeBlock};
 		Segment in = {pfn << traits_.page_shift, block_bytes};
 		if (!os_.queue_add(QueueKind::kFreePage, nullptr, 0, &in, 1, &hint_block_token_)) {
-			// The ring has fewer descriptors than we counted (the OS's own limit): give
-			// the block back untouched and wait for room.
+			// The ring has fewer descriptors than we counted (the OS's own limit), or the
+			// device broke: give the block back untouched and wait for room. A broken
+			// device returns nothing, and the round ends here, at its first failure.
 			os_.free_page_run(block);
+			counters_.queue_failures.add(1);
 			os_.queue_kick(QueueKind::kFreePage);
 			if (!hint_in_flight_ || !hint_wait_used())
 				return;
@@ -253,6 +259,7 @@ template <BalloonOs Os> void Balloon<Os>::hint_device_reset()
 	if (!negotiated(VB_F_FREE_PAGE_HINT))
 		return;
 	// The rings were reset: no buffer is in flight any more.
+	hint_stop_requested_.test_and_clear();
 	hint_in_flight_ = 0;
 	hint_id_in_flight_ = false;
 	hint_cmd_id_active_ = VB_CMD_ID_STOP;
