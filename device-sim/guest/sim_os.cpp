@@ -54,7 +54,7 @@ static uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start)
 		.count();
 }
 
-bool SimOs::alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
+bool SimOs::alloc_pages_no_pressure(unsigned order, vb::PageUse, uint64_t* pfn)
 {
 	auto start = std::chrono::steady_clock::now();
 	auto block = allocator_.allocate(order);

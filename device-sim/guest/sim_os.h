@@ -57,7 +57,7 @@ public:
 	void abort_waits();
 
 	// ---- vb::BalloonOs ------------------------------------------------------------------
-	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn);
+	bool alloc_pages_no_pressure(unsigned order, vb::PageUse use, uint64_t* pfn);
 	void free_page_run(vb::PageRun run);
 	void balloon_list_insert(vb::PageRun run);
 	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);

@@ -35,9 +35,9 @@ const vballoon_segment* c_segments(const vb::Segment* segments)
 struct KernelOs {
 	vballoon_dev* dev;
 
-	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
+	bool alloc_pages_no_pressure(unsigned order, vb::PageUse use, uint64_t* pfn)
 	{
-		return vb_os_alloc_pages(dev, order, pfn);
+		return vb_os_alloc_pages(dev, order, use == vb::PageUse::kHintBlock, pfn);
 	}
 	void free_page_run(vb::PageRun run) { vb_os_free_page_run(dev, c_run(run)); }
 	void balloon_list_insert(vb::PageRun run) { vb_os_balloon_list_insert(dev, c_run(run)); }

@@ -25,7 +25,6 @@
 #include <linux/virtio_balloon.h>
 #include <linux/virtio_config.h>
 #include <linux/vmstat.h>
-#include <linux/workqueue.h>
 
 #include "vballoon_dev.h"
 
@@ -38,28 +37,38 @@
 #define VB_OS_GFP_BLOCK                                                     \
 	((balloon_mapping_gfp_mask() & ~__GFP_RECLAIM) | __GFP_NORETRY |    \
 	 __GFP_NOWARN | __GFP_NOMEMALLOC)
+/*
+ * A free page hint block, as virtio_balloon takes one (get_free_page_and_send()): no
+ * reclaim, no retries, no warning, no reserves, and unmovable: nothing can migrate it while
+ * the driver holds it, so it must not sit in ZONE_MOVABLE or CMA for a whole migration.
+ */
+#define VB_OS_GFP_HINT (__GFP_NORETRY | __GFP_NOWARN | __GFP_NOMEMALLOC)
 
 /* How often a waiter looks whether the device broke (surprise removal wakes no one). */
 #define VB_OS_BROKEN_POLL_JIFFIES HZ
 
-bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *pfn)
+bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_block,
+		       uint64_t *pfn)
 {
 	struct page *page;
 
-	if (order == 0) {
+	if (order >= MAX_ORDER)
+		return false;
+	if (hint_block) {
+		/*
+		 * Stays whole: it only ever goes back in one piece (vb_os_free_page_run()), and
+		 * splitting 1024 pages would cost the round time in its race with the migration.
+		 */
+		page = alloc_pages(VB_OS_GFP_HINT, order);
+	} else if (order == 0) {
 		page = balloon_page_alloc();
 	} else {
-		if (order >= MAX_ORDER)
-			return false;
 		page = alloc_pages(VB_OS_GFP_BLOCK, order);
 		/*
 		 * Every page of a balloon block is enqueued, migrated and freed on its own, so
-		 * it needs its own reference count. A free page hint block (asked for by the
-		 * hint work item) stays whole: it only ever goes back in one piece (see
-		 * vb_os_free_page_run()), and splitting 1024 pages would cost the round time
-		 * in its race with the migration.
+		 * it needs its own reference count.
 		 */
-		if (page && current_work() != &dev->hint_work)
+		if (page)
 			split_page(page, order);
 	}
 	if (!page)

@@ -84,7 +84,9 @@ struct vballoon_guest_traits {
 
 /* ---- Implemented in C: the kernel services behind vb::BalloonOs ---------------------- */
 
-bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *pfn);
+/* hint_block: vb::PageUse::kHintBlock (whole, unmovable), else balloon pages (split, movable). */
+bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_block,
+		       uint64_t *pfn);
 void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run);
 void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run);
 size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,

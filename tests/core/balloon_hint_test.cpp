@@ -405,8 +405,14 @@ TEST(FreePageHint, HintingAndInflateShareNoPagesAndBothBalance)
 	guest.os.config[VB_CONFIG_NUM_PAGES_OFFSET / 4] = 4096;
 	while (guest.balloon.adjust_towards_target() == vb::StepResult::kMoreWork) {
 	}
+	const uint64_t balloon_allocations = guest.os.allocations_by_use[0];
+	EXPECT_GT(balloon_allocations, 0u);
+	EXPECT_EQ(guest.os.allocations_by_use[1], 0u) << "inflate asked for hint blocks";
 	guest.device_writes(19);
 	guest.handle();
+	// Each hint block is asked for as one (kept whole, unmovable), never as balloon pages.
+	EXPECT_EQ(guest.os.allocations_by_use[0], balloon_allocations);
+	EXPECT_EQ(guest.os.allocations_by_use[1], guest.blocks_sent() + 1) << "the last one failed";
 	EXPECT_EQ(guest.balloon.balloon_pfns(), 4096u);
 	EXPECT_EQ(guest.balloon.hint_held_pages() + guest.os.allocator.counts().balloon, kGuestPages);
 	for (const auto& run : guest.os.hint_list) {

@@ -49,8 +49,9 @@ public:
 	FakeOs(uint64_t first_pfn, uint64_t pages) : allocator(first_pfn, pages) {}
 
 	// --- vb::BalloonOs ---
-	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
+	bool alloc_pages_no_pressure(unsigned order, vb::PageUse use, uint64_t* pfn)
 	{
+		allocations_by_use[static_cast<int>(use)]++;
 		EXPECT_FALSE(lock_held) << "an allocation under the balloon lock";
 		if (allocations_before_failure == 0)
 			fail_allocations = true;
@@ -450,6 +451,7 @@ public:
 	// not only when it waits: a host that discards while the guest allocates.
 	bool device_works_alongside = false;
 	std::function<void()> after_alloc; // a test acting between two allocations
+	uint64_t allocations_by_use[2] = {}; // by vb::PageUse
 };
 
 static_assert(vb::BalloonOs<FakeOs>);

@@ -102,7 +102,7 @@ public:
 	}
 
 	// ---- vb::BalloonOs ------------------------------------------------------------------
-	bool alloc_pages_no_pressure(unsigned order, uint64_t* pfn)
+	bool alloc_pages_no_pressure(unsigned order, vb::PageUse, uint64_t* pfn)
 	{
 		FUZZ_CHECK(order <= config_.traits.max_alloc_order,
 			   "order %u above the OS's largest (%u)", order,

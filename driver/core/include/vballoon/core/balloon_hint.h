@@ -178,7 +178,7 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 			continue;
 		}
 		uint64_t pfn;
-		if (!os_.alloc_pages_no_pressure(order, &pfn))
+		if (!os_.alloc_pages_no_pressure(order, PageUse::kHintBlock, &pfn))
 			break; // the guest has no free block of this order left
 		PageRun block = {pfn, block_pages, kPageRunWholeBlock};
 		Segment in = {pfn << traits_.page_shift, block_bytes};

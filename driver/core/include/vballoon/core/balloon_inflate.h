@@ -28,7 +28,7 @@ size_t Balloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, HeldB
 
 		while (order > 0 && (1ull << order) > left)
 			order--;
-		if (!os_.alloc_pages_no_pressure(order, &pfn)) {
+		if (!os_.alloc_pages_no_pressure(order, PageUse::kBalloon, &pfn)) {
 			if (order == 0) {
 				*short_of_pages = true;
 				break;

@@ -32,6 +32,17 @@ struct PageRun {
 inline constexpr uint32_t kPageRunDeviceInitialised = 1;
 inline constexpr uint32_t kPageRunWholeBlock = 2;
 
+// What a block from alloc_pages_no_pressure() is for, which decides how the OS takes it.
+enum class PageUse : uint8_t {
+	// Balloon pages: each page is enqueued, migrated and freed on its own (Linux splits
+	// the block into order-0 pages) and stays movable, as balloon compaction wants.
+	kBalloon,
+	// A free page hint block: kept whole (never split, freed in one piece with
+	// kPageRunWholeBlock) and not movable, since nothing can migrate it while it is held
+	// (a movable one would pin ZONE_MOVABLE or CMA for a whole migration).
+	kHintBlock,
+};
+
 // A guest-physical buffer handed to a virtqueue.
 struct Segment {
 	uint64_t phys_addr;
@@ -82,9 +93,9 @@ template <class T, class U> concept same_type = __is_same(T, U);
 // The contract, checked at compile time where the core is instantiated.
 //
 // Pages
-//   alloc_pages_no_pressure(order, &pfn): a naturally aligned block of 2^order free pages,
-//     taken without reclaim, retries, warnings or emergency reserves; false when none is
-//     free. The block's pages belong to the caller afterwards.
+//   alloc_pages_no_pressure(order, use, &pfn): a naturally aligned block of 2^order free
+//     pages, taken without reclaim, retries, warnings or emergency reserves, for `use`
+//     (PageUse); false when none is free. The block's pages belong to the caller afterwards.
 //   free_page_run(run): give pages back to the guest allocator. Unless run.flags has
 //     kPageRunDeviceInitialised, a guest that hands out initialised pages (init_on_free,
 //     poisoning) initialises them first.
@@ -134,7 +145,7 @@ template <class Os>
 concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, PageRun run,
 			     PageRun* runs, const Segment* segments, uint32_t* len, MemoryStats* stats,
 			     va_list args) {
-	{ os.alloc_pages_no_pressure(0u, pfn_out) } -> same_type<bool>;
+	{ os.alloc_pages_no_pressure(0u, PageUse::kBalloon, pfn_out) } -> same_type<bool>;
 	os.free_page_run(run);
 	os.balloon_list_insert(run);
 	{ os.balloon_list_take(runs, size_t{1}, uint64_t{1}) } -> same_type<size_t>;
