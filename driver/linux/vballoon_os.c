@@ -9,7 +9,6 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/balloon_compaction.h>
 #include <linux/gfp.h>
 #include <linux/highmem.h>
 #include <linux/log2.h>
@@ -49,7 +48,7 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, uint64_t *p
 	if (order == 0) {
 		page = balloon_page_alloc();
 	} else {
-		if (order >= MAX_ORDER)
+		if (order > VB_MAX_PAGE_ORDER)
 			return false;
 		page = alloc_pages(VB_OS_GFP_BLOCK, order);
 		/*
@@ -77,7 +76,7 @@ static bool vb_os_whole_block(const struct vballoon_page_run *run)
 {
 	if (!(run->flags & VB_OS_PAGE_RUN_WHOLE_BLOCK))
 		return false;
-	return !WARN_ON_ONCE(!is_power_of_2(run->count) || ilog2(run->count) >= MAX_ORDER ||
+	return !WARN_ON_ONCE(!is_power_of_2(run->count) || ilog2(run->count) > VB_MAX_PAGE_ORDER ||
 			     !IS_ALIGNED(run->first_pfn, run->count));
 }
 
@@ -93,7 +92,7 @@ static bool vb_os_join_block(struct page *head, unsigned int order)
 	unsigned long nr = 1UL << order, i;
 
 	for (i = 1; i < nr; i++) {
-		struct page *page = nth_page(head, i);
+		struct page *page = vb_nth_page(head, i);
 
 		if (!page_ref_freeze(page, 1))
 			goto undo;
@@ -102,14 +101,14 @@ static bool vb_os_join_block(struct page *head, unsigned int order)
 	return true;
 undo:
 	while (--i > 0)
-		page_ref_unfreeze(nth_page(head, i), 1);
+		page_ref_unfreeze(vb_nth_page(head, i), 1);
 	return false;
 }
 
 /* The largest block that starts at `pfn`, is naturally aligned and fits in `count` pages. */
 static unsigned int vb_os_block_order(uint64_t pfn, uint64_t count)
 {
-	unsigned int order = min_t(unsigned int, MAX_ORDER - 1, pageblock_order);
+	unsigned int order = min_t(unsigned int, VB_MAX_PAGE_ORDER, pageblock_order);
 
 	if (pfn)
 		order = min_t(unsigned int, order, __ffs64(pfn));
