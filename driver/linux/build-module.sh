@@ -10,6 +10,9 @@
 #   driver/linux/build-module.sh V=1          the same, showing every command
 #   driver/linux/build-module.sh clean        removes this module's build outputs only
 #
+# Warnings in our C and C++ are errors here (VB_WERROR=1), as in CI; a plain `make` or a
+# DKMS build only warns.
+#
 # Why a clean of its own: Kbuild's `make M=<repo> clean` deletes every *.o, *.a, *.ko,
 # *.mod, .*.cmd ... anywhere under <repo>, including CMake build trees and the guest
 # kernel's modules that tests/guest unpacks under <repo>.
@@ -47,4 +50,4 @@ if [ ! -f "$KDIR/vmlinux" ] &&
 fi
 
 [ $# -gt 0 ] || set -- modules
-exec make -C "$KDIR" M="$repo" $no_btf "$@"
+exec make -C "$KDIR" M="$repo" VB_WERROR=1 $no_btf "$@"
