@@ -15,8 +15,8 @@
 #ifndef VBALLOON_LINUX_VBALLOON_COMPAT_H
 #define VBALLOON_LINUX_VBALLOON_COMPAT_H
 
-#include <linux/device.h>
-#include <linux/err.h>
+#include <linux/bug.h>
+#include <linux/build_bug.h>
 #include <linux/errno.h>
 #include <linux/migrate.h>
 #include <linux/mm.h>
@@ -24,6 +24,7 @@
 #include <linux/page_reporting.h>
 #include <linux/shrinker.h>
 #include <linux/slab.h>
+#include <linux/stddef.h>
 #include <linux/version.h>
 #include <linux/virtio.h>
 #include <linux/virtio_config.h>
@@ -59,10 +60,10 @@
 
 /*
  * After a migration the old page stops being a balloon page. balloon_page_finalize()
- * (upstream with the 6.17 movable_ops rework, backported to later 6.1.y and 6.12.y)
  * replaced balloon_page_delete(), which also took the page off the list unless it was
- * isolated; the migrated page always is. Probed by Kbuild: stable kernels of one version
- * differ.
+ * isolated (the migrated page always is): in mainline with the 6.17 movable_ops rework, as
+ * far as the patch series shows, and backported to later 6.1.y and 6.12.y. Probed by
+ * Kbuild, since the stable kernels of one version differ.
  */
 static inline void vb_balloon_page_finalize(struct page *page)
 {
@@ -96,6 +97,9 @@ static inline void vb_balloon_page_finalize(struct page *page)
 #else
 #define VB_MAX_PAGE_ORDER (MAX_ORDER - 1)
 #endif
+/* Checked against the allocator itself, whatever the version: one free list per order. */
+static_assert(sizeof_field(struct zone, free_area) / sizeof(struct free_area) ==
+	      VB_MAX_PAGE_ORDER + 1, "VB_MAX_PAGE_ORDER is not the buddy allocator's largest order");
 
 /*
  * 6.18: nth_page() removed; the pages of one allocation (at most VB_MAX_PAGE_ORDER) are
