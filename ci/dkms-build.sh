@@ -6,19 +6,33 @@
 # checks the built module (modinfo: version, description, parameters) and removes every
 # trace again (`dkms remove --all`, the /usr/src copy, the clone).
 #
+# VB_DKMS_KDIR=<headers folder>: against headers that are not installed as a package
+# (ci/install-kernel-6.12.sh unpacks 6.12's), through dkms's --kernelsourcedir; the kernel
+# version is the folder's (linux-headers-<version>).
+#
 # So that it can never touch a vballoon a user installed with DKMS, it registers the clone
 # under a version of its own, PACKAGE_VERSION with "+ci<pid>" appended. Needs root and the
 # dkms package (ci/install-deps.sh installs it).
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
-# Flavour headers (linux-headers-<version>-amd64) are the ones with Module.symvers.
-kver=${VB_DKMS_KERNEL:-$(for dir in /usr/src/linux-headers-*/; do
-	[ -f "$dir/Module.symvers" ] && basename "$dir"
-done | sed 's/^linux-headers-//' | sort -V | tail -n 1)}
-if [ -z "$kver" ] || [ ! -e "/lib/modules/$kver/build" ]; then
-	echo "dkms-build: no kernel headers with /lib/modules/<version>/build; install linux-headers-amd64" >&2
-	exit 1
+kdir_args=
+if [ -n "${VB_DKMS_KDIR:-}" ]; then
+	kver=$(basename "$VB_DKMS_KDIR" | sed -n 's/^linux-headers-//p')
+	[ -n "$kver" ] && [ -f "$VB_DKMS_KDIR/Module.symvers" ] || {
+		echo "dkms-build: VB_DKMS_KDIR=$VB_DKMS_KDIR is not a linux-headers-<version> folder" >&2
+		exit 1
+	}
+	kdir_args="--kernelsourcedir=$VB_DKMS_KDIR"
+else
+	# Flavour headers (linux-headers-<version>-amd64) are the ones with Module.symvers.
+	kver=${VB_DKMS_KERNEL:-$(for dir in /usr/src/linux-headers-*/; do
+		[ -f "$dir/Module.symvers" ] && basename "$dir"
+	done | sed 's/^linux-headers-//' | sort -V | tail -n 1)}
+	if [ -z "$kver" ] || [ ! -e "/lib/modules/$kver/build" ]; then
+		echo "dkms-build: no kernel headers with /lib/modules/<version>/build; install linux-headers-amd64" >&2
+		exit 1
+	fi
 fi
 command -v dkms >/dev/null || { echo "dkms-build: dkms is not installed (ci/install-deps.sh)" >&2; exit 1; }
 
@@ -27,6 +41,7 @@ version=
 # On a machine with the headers but not the kernel, /lib/modules/<version> holds only the
 # build links until depmod (run by dkms install and remove) writes its indexes there.
 moddir=/lib/modules/$kver
+had_moddir=$([ -d "$moddir" ] && echo yes || true)
 had_depmod=$([ -e "$moddir/modules.dep" ] && echo yes || true)
 cleanup() {
 	if [ -n "$version" ]; then
@@ -37,9 +52,13 @@ cleanup() {
 		rm -f "$moddir"/modules.*
 		rmdir "$moddir/updates/dkms" "$moddir/updates" 2>/dev/null || true
 	fi
+	# Only the folder this script had dkms create (a kernel whose headers are not installed).
+	[ -n "$had_moddir" ] || [ -z "$kver" ] || rm -rf "$moddir"
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
+# dkms installs only into an existing /lib/modules/<version>.
+[ -n "$had_moddir" ] || mkdir -p "$moddir"
 
 git clone -q --no-local "$repo" "$work/vballoon"
 base=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' "$work/vballoon/dkms.conf")
@@ -49,11 +68,11 @@ sed -i "s/^PACKAGE_VERSION=.*/PACKAGE_VERSION=\"$version\"/" "$work/vballoon/dkm
 echo "dkms-build: clone of $(git -C "$repo" rev-parse --short HEAD) as vballoon/$version, kernel $kver"
 dkms add "$work/vballoon"
 # dkms copies the top level without dot files: no .git, so the version is dkms.conf's.
-dkms build "vballoon/$version" -k "$kver" || {
+dkms build "vballoon/$version" -k "$kver" $kdir_args || {
 	cat "/var/lib/dkms/vballoon/$version/build/make.log" >&2 2>/dev/null || true
 	exit 1
 }
-dkms install "vballoon/$version" -k "$kver"
+dkms install "vballoon/$version" -k "$kver" $kdir_args
 dkms status "vballoon/$version"
 
 ko=$(find "/lib/modules/$kver/updates/dkms" -name 'vballoon.ko*' | head -n 1)
@@ -72,6 +91,23 @@ modinfo -F kernel_features "$ko" | grep -q . || { echo "dkms-build: no kernel_fe
 for p in max_chunk_order log_level; do
 	modinfo -F parm "$ko" | grep -q "^$p:.* (uint)$" || { echo "dkms-build: parameter $p lacks its help" >&2; fail=1; }
 done
+# Where the kernel wants module BTF (its headers ship vmlinux), the module carries it.
+kdir=${VB_DKMS_KDIR:-/lib/modules/$kver/build}
+if grep -q '^CONFIG_DEBUG_INFO_BTF_MODULES=y' "$kdir/include/config/auto.conf" &&
+	[ -f "$kdir/vmlinux" ]; then
+	case $ko in
+	*.xz) xz -dc "$ko" >"$work/vballoon.ko" ;;
+	*.zst) zstd -dcq "$ko" >"$work/vballoon.ko" ;;
+	*.gz) gzip -dc "$ko" >"$work/vballoon.ko" ;;
+	*) cp "$ko" "$work/vballoon.ko" ;;
+	esac
+	if readelf -S "$work/vballoon.ko" | grep -q ' \.BTF '; then
+		echo "dkms-build: $(basename "$ko") has a .BTF section"
+	else
+		echo "dkms-build: the kernel wants module BTF, $ko has no .BTF section" >&2
+		fail=1
+	fi
+fi
 modprobe_dep=$(grep -c "updates/dkms/vballoon.ko" "/lib/modules/$kver/modules.dep" || true)
 [ "$modprobe_dep" = 1 ] || { echo "dkms-build: depmod did not list the installed module" >&2; fail=1; }
 [ $fail = 0 ] || exit 1

@@ -5,10 +5,13 @@
 # Google Benchmark, CLI11, nlohmann-json, fmt), the fuzzers (clang + its runtime), the kernel
 # module build (linux-headers-amd64, g++-12), the QEMU guest suite (qemu-system-x86,
 # busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest), the plot of
-# `vballoon-sim compare` (python3-matplotlib), and DKMS packaging (dkms, ci/dkms-build.sh).
+# `vballoon-sim compare` (python3-matplotlib), and DKMS packaging (dkms, ci/dkms-build.sh);
+# for the second kernel of the matrix, Debian's 6.12: pahole (module BTF), zstd (its
+# bzImage), and its headers, unpacked by ci/install-kernel-6.12.sh.
 #
-# Idempotent and quiet: when every package is already installed it does nothing, not even
-# `apt-get update`. Needs root (or sudo) only when something is missing.
+# Idempotent and quiet: when every package is already installed and the 6.12 headers are
+# unpacked it does nothing, not even `apt-get update`. Needs root (or sudo) only when
+# something is missing.
 set -eu
 
 PACKAGES="
@@ -32,9 +35,15 @@ dkms
 kmod
 cpio
 xz-utils
+zstd
+pahole
 clang
 libclang-rt-14-dev
 "
+
+kernel_6_12() {
+	"$(dirname "$0")/install-kernel-6.12.sh" >/dev/null
+}
 
 missing=""
 for p in $PACKAGES; do
@@ -46,6 +55,7 @@ for p in $PACKAGES; do
 done
 
 if [ -z "$missing" ]; then
+    kernel_6_12
     exit 0
 fi
 
@@ -68,3 +78,5 @@ for p in $missing; do
         exit 1
     fi
 done
+
+kernel_6_12

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# build-module.sh [clean | make target and variables...]
+# build-module.sh [--out DIR] [clean | make target and variables...]
 #
 # Builds vballoon.ko at the top of the repository against the newest installed kernel
 # headers (or KDIR=/path/to/headers), with the top-level Kbuild:
@@ -9,6 +9,14 @@
 #   driver/linux/build-module.sh              make -C $KDIR M=<repo> modules
 #   driver/linux/build-module.sh V=1          the same, showing every command
 #   driver/linux/build-module.sh clean        removes this module's build outputs only
+#   driver/linux/build-module.sh --out DIR    copies the module's sources (Kbuild, dkms.conf,
+#                                             driver/, spec/) to DIR and builds there
+#                                             (DIR/vballoon.ko): a second kernel's module
+#                                             beside the first, or a variant. The version
+#                                             modinfo shows is the repository's.
+#
+# Warnings in our C and C++ are errors here (VB_WERROR=1), as in CI; a plain `make` or a
+# DKMS build only warns.
 #
 # Why a clean of its own: Kbuild's `make M=<repo> clean` deletes every *.o, *.a, *.ko,
 # *.mod, .*.cmd ... anywhere under <repo>, including CMake build trees and the guest
@@ -16,6 +24,32 @@
 set -eu
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+
+version_args=
+if [ "${1:-}" = --out ]; then
+	[ -n "${2:-}" ] || { echo "build-module.sh: --out needs a folder" >&2; exit 1; }
+	out=$2
+	shift 2
+	mkdir -p "$out"
+	out=$(cd "$out" && pwd)
+	[ "$out" != "$repo" ] || { echo "build-module.sh: --out is the repository itself" >&2; exit 1; }
+	cp "$repo/Kbuild" "$repo/dkms.conf" "$out/"
+	for dir in driver spec; do
+		(cd "$repo" && find "$dir" -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' \
+			-o -name '*.sh' \) -print) | while read -r f; do
+			mkdir -p "$out/$(dirname "$f")"
+			# Unchanged files keep their time stamps: Kbuild rebuilds only what changed.
+			cmp -s "$repo/$f" "$out/$f" || cp -p "$repo/$f" "$out/$f"
+		done
+		# A source file gone from the repository goes from the copy too.
+		[ -d "$out/$dir" ] && (cd "$out" && find "$dir" -type f \( -name '*.c' -o -name '*.cpp' \
+			-o -name '*.h' -o -name '*.sh' \) -print) | while read -r f; do
+			[ -e "$repo/$f" ] || rm -f "$out/$f" "$out/${f%.*}.o"
+		done
+	done
+	version_args="vb-version-once=$("$repo/driver/linux/module-version.sh" "$repo")"
+	repo=$out
+fi
 
 if [ "${1:-}" = clean ]; then
 	find "$repo/driver" "$repo/spec" -type f \( -name '*.o' -o -name '.*.o.cmd' -o -name '.*.o.d' \
@@ -47,4 +81,4 @@ if [ ! -f "$KDIR/vmlinux" ] &&
 fi
 
 [ $# -gt 0 ] || set -- modules
-exec make -C "$KDIR" M="$repo" $no_btf "$@"
+exec make -C "$KDIR" M="$repo" VB_WERROR=1 $no_btf ${version_args:+"$version_args"} "$@"

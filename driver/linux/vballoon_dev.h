@@ -7,7 +7,6 @@
 #ifndef VBALLOON_LINUX_VBALLOON_DEV_H
 #define VBALLOON_LINUX_VBALLOON_DEV_H
 
-#include <linux/balloon_compaction.h>
 #include <linux/mutex.h>
 #include <linux/notifier.h>
 #include <linux/page_reporting.h>
@@ -19,6 +18,7 @@
 #include <linux/workqueue.h>
 
 #include "vballoon/spec/virtio_balloon.h"
+#include "vballoon_compat.h"
 #include "vballoon_os.h"
 
 struct dentry;
@@ -73,8 +73,8 @@ struct vballoon_dev {
 	/* Blocks held as hints, linked through their first page; see vb_os_hint_list_*(). */
 	spinlock_t hint_lock;
 	struct list_head hint_blocks;
-	struct shrinker hint_shrinker;
-	bool hint_shrinker_registered;
+	/* NULL unless registered (vb_shrinker_create()). */
+	struct shrinker *hint_shrinker;
 	/* Remove or freeze wants the running round over (vballoon_free_pages_stop()). */
 	bool hint_stopping;
 	/* Hint blocks gathered into descriptor chains (vballoon_hint_batch_*()). */

@@ -307,7 +307,7 @@ static void vballoon_free_page_hint_func(struct work_struct *work)
 
 static unsigned long vballoon_hint_count(struct shrinker *shrinker, struct shrink_control *sc)
 {
-	struct vballoon_dev *vb = container_of(shrinker, struct vballoon_dev, hint_shrinker);
+	struct vballoon_dev *vb = vb_shrinker_private(shrinker);
 	unsigned long held = vballoon_core_hint_held_pages(vb->core);
 
 	return held ? held : SHRINK_EMPTY;
@@ -315,7 +315,7 @@ static unsigned long vballoon_hint_count(struct shrinker *shrinker, struct shrin
 
 static unsigned long vballoon_hint_scan(struct shrinker *shrinker, struct shrink_control *sc)
 {
-	struct vballoon_dev *vb = container_of(shrinker, struct vballoon_dev, hint_shrinker);
+	struct vballoon_dev *vb = vb_shrinker_private(shrinker);
 	unsigned long freed = vballoon_core_hint_release(vb->core, sc->nr_to_scan);
 
 	return freed ? freed : SHRINK_STOP;
@@ -374,20 +374,17 @@ void vballoon_free_pages_start(struct vballoon_dev *vb)
 
 	WRITE_ONCE(vb->hint_stopping, false);
 	if (virtio_has_feature(vdev, VIRTIO_BALLOON_F_FREE_PAGE_HINT)) {
-		vb->hint_shrinker.count_objects = vballoon_hint_count;
-		vb->hint_shrinker.scan_objects = vballoon_hint_scan;
-		vb->hint_shrinker.seeks = DEFAULT_SEEKS;
-		err = register_shrinker(&vb->hint_shrinker, "vballoon-hint-%s", dev_name(&vdev->dev));
+		vb->hint_shrinker = vb_shrinker_create(vballoon_hint_count, vballoon_hint_scan, vb,
+						       "vballoon-hint-", dev_name(&vdev->dev));
 		/* Without it held blocks still come back at DONE, only not under pressure. */
-		if (err)
-			dev_warn(&vdev->dev, "no shrinker for hinted pages: %d\n", err);
-		vb->hint_shrinker_registered = !err;
+		if (!vb->hint_shrinker)
+			dev_warn(&vdev->dev, "no shrinker for hinted pages\n");
 	}
 	if (virtio_has_feature(vdev, VIRTIO_BALLOON_F_REPORTING)) {
 		vb->pr_dev_info.report = vballoon_report;
 		/* 2 MiB on x86: large enough for the host to drop whole huge pages, and THP. */
 		vb->pr_dev_info.order = pageblock_order;
-		err = page_reporting_register(&vb->pr_dev_info);
+		err = vb_page_reporting_register(&vb->pr_dev_info);
 		/* -EBUSY: another device already reports this guest's free pages. */
 		if (err)
 			dev_warn(&vdev->dev, "free page reporting not started: %d\n", err);
@@ -409,7 +406,7 @@ void vballoon_free_pages_config_changed(struct vballoon_dev *vb)
 void vballoon_free_pages_stop(struct vballoon_dev *vb)
 {
 	if (vb->reporting_registered) {
-		page_reporting_unregister(&vb->pr_dev_info);
+		vb_page_reporting_unregister(&vb->pr_dev_info);
 		vb->reporting_registered = false;
 	}
 	/* A running round stops at its next block or wait, rather than run to its end. */
@@ -417,9 +414,9 @@ void vballoon_free_pages_stop(struct vballoon_dev *vb)
 	vballoon_core_hint_stop(vb->core);
 	wake_up(&vb->acked);
 	cancel_work_sync(&vb->hint_work);
-	if (vb->hint_shrinker_registered) {
-		unregister_shrinker(&vb->hint_shrinker);
-		vb->hint_shrinker_registered = false;
+	if (vb->hint_shrinker) {
+		vb_shrinker_destroy(vb->hint_shrinker);
+		vb->hint_shrinker = NULL;
 	}
 }
 

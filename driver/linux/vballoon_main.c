@@ -88,7 +88,7 @@ static void vballoon_guest_traits(struct vballoon_guest_traits *traits)
 	/* init_on_free zeroes freed pages, page poisoning fills them with PAGE_POISON. */
 	traits->freed_pages_need_pattern = want_init_on_free() || page_poisoning_enabled_static();
 	traits->free_page_pattern = want_init_on_free() ? 0 : PAGE_POISON * 0x01010101u;
-	traits->max_alloc_order = MAX_ORDER - 1;
+	traits->max_alloc_order = VB_MAX_PAGE_ORDER;
 	traits->runs_free_page_hinting = true;
 	traits->runs_page_reporting = IS_ENABLED(CONFIG_PAGE_REPORTING);
 }
@@ -144,7 +144,7 @@ static int vballoon_init_vqs(struct vballoon_dev *vb)
 	int kind, err;
 
 	/*
-	 * A queue whose feature was not negotiated gets no name: virtio_find_vqs() skips it
+	 * A queue whose feature was not negotiated gets no name: vb_virtio_find_vqs() skips it
 	 * and numbers the others densely, which is what devices expect.
 	 */
 	for (kind = 0; kind < VB_QUEUE_KIND_COUNT; kind++) {
@@ -153,7 +153,7 @@ static int vballoon_init_vqs(struct vballoon_dev *vb)
 		names[kind] = present ? vballoon_vq_names[kind] : NULL;
 		callbacks[kind] = present ? vballoon_vq_callbacks[kind] : NULL;
 	}
-	err = virtio_find_vqs(vb->vdev, VB_QUEUE_KIND_COUNT, vqs, callbacks, names, NULL);
+	err = vb_virtio_find_vqs(vb->vdev, VB_QUEUE_KIND_COUNT, vqs, callbacks, names);
 	if (err)
 		return err;
 	for (kind = 0; kind < VB_QUEUE_KIND_COUNT; kind++)
@@ -308,9 +308,9 @@ static int vballoon_migratepage(struct balloon_dev_info *info, struct page *newp
 		return -EAGAIN;
 
 	/* The new page took its place on the list (vb_os_balloon_list_replace()). */
-	balloon_page_finalize(page);
+	vb_balloon_page_finalize(page);
 	put_page(page); /* the balloon's reference */
-	return MIGRATEPAGE_SUCCESS;
+	return VB_MIGRATEPAGE_SUCCESS;
 }
 #endif
 
@@ -574,7 +574,7 @@ static struct virtio_driver vballoon_driver = {
 	.feature_table = vballoon_features,
 	.feature_table_size = ARRAY_SIZE(vballoon_features),
 	.driver.name = KBUILD_MODNAME,
-	.driver.owner = THIS_MODULE,
+	VB_VIRTIO_DRIVER_OWNER
 	.id_table = vballoon_id_table,
 	.validate = vballoon_validate,
 	.probe = vballoon_probe,

@@ -17,6 +17,11 @@
 #else
 #define VB_KF_COMPACTION ""
 #endif
+#ifdef CONFIG_PAGE_REPORTING
+#define VB_KF_REPORTING "page_reporting "
+#else
+#define VB_KF_REPORTING ""
+#endif
 #ifdef CONFIG_DEBUG_FS
 #define VB_KF_DEBUGFS "debugfs "
 #else
@@ -37,5 +42,5 @@ MODULE_VERSION(VBALLOON_VERSION);
 /* Always: the balloon pages' movable allocations and managed-page accounting, the OOM
  * notifier (deflate-on-OOM) and init_on_free; the rest as configured. */
 MODULE_INFO(kernel_features, "balloon_pages managed_pages oom_notifier init_on_free "
-	    VB_KF_COMPACTION VB_KF_DEBUGFS VB_KF_PM_SLEEP VB_KF_POISON
+	    VB_KF_COMPACTION VB_KF_REPORTING VB_KF_DEBUGFS VB_KF_PM_SLEEP VB_KF_POISON
 	    "c++20_freestanding_core");

@@ -9,7 +9,6 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/balloon_compaction.h>
 #include <linux/gfp.h>
 #include <linux/highmem.h>
 #include <linux/log2.h>
@@ -52,7 +51,7 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_b
 {
 	struct page *page;
 
-	if (order >= MAX_ORDER)
+	if (order > VB_MAX_PAGE_ORDER)
 		return false;
 	if (hint_block) {
 		/*
@@ -86,7 +85,7 @@ static bool vb_os_whole_block(const struct vballoon_page_run *run)
 {
 	if (!(run->flags & VB_OS_PAGE_RUN_WHOLE_BLOCK))
 		return false;
-	return !WARN_ON_ONCE(!is_power_of_2(run->count) || ilog2(run->count) >= MAX_ORDER ||
+	return !WARN_ON_ONCE(!is_power_of_2(run->count) || ilog2(run->count) > VB_MAX_PAGE_ORDER ||
 			     !IS_ALIGNED(run->first_pfn, run->count));
 }
 
@@ -102,7 +101,7 @@ static bool vb_os_join_block(struct page *head, unsigned int order)
 	unsigned long nr = 1UL << order, i;
 
 	for (i = 1; i < nr; i++) {
-		struct page *page = nth_page(head, i);
+		struct page *page = vb_nth_page(head, i);
 
 		if (!page_ref_freeze(page, 1))
 			goto undo;
@@ -111,14 +110,14 @@ static bool vb_os_join_block(struct page *head, unsigned int order)
 	return true;
 undo:
 	while (--i > 0)
-		page_ref_unfreeze(nth_page(head, i), 1);
+		page_ref_unfreeze(vb_nth_page(head, i), 1);
 	return false;
 }
 
 /* The largest block that starts at `pfn`, is naturally aligned and fits in `count` pages. */
 static unsigned int vb_os_block_order(uint64_t pfn, uint64_t count)
 {
-	unsigned int order = min_t(unsigned int, MAX_ORDER - 1, pageblock_order);
+	unsigned int order = min_t(unsigned int, VB_MAX_PAGE_ORDER, pageblock_order);
 
 	if (pfn)
 		order = min_t(unsigned int, order, __ffs64(pfn));

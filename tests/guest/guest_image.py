@@ -52,6 +52,7 @@ INTREE_BALLOON_MODULE = "virtio_balloon"
 GUEST_VBALLOON_KO = "/lib/modules/vballoon.ko"
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ELF_MAGIC = b"\x7fELF"
 
 
@@ -72,6 +73,12 @@ def headers_kernel_version() -> str:
     forced = os.environ.get("VBALLOON_KVER")
     if forced:
         return forced
+    kdir = os.environ.get("VBALLOON_KDIR")
+    if kdir:
+        m = re.fullmatch(r"linux-headers-(.+-amd64)", os.path.basename(kdir.rstrip("/")))
+        if not m:
+            raise ImageError(f"VBALLOON_KDIR={kdir} is not a linux-headers-<version>-amd64 folder")
+        return m.group(1)
     found = []
     for d in glob.glob("/usr/src/linux-headers-*-amd64"):
         m = re.fullmatch(r"linux-headers-(.+-amd64)", os.path.basename(d))
@@ -94,7 +101,9 @@ def headers_kernel_version() -> str:
 
 
 def headers_dir(kver: str) -> str:
-    return f"/usr/src/linux-headers-{kver}"
+    """The headers vballoon.ko is built against: $VBALLOON_KDIR (a tree unpacked elsewhere,
+    e.g. by ci/install-kernel-6.12.sh), else the installed package's folder."""
+    return os.environ.get("VBALLOON_KDIR") or f"/usr/src/linux-headers-{kver}"
 
 
 def sha256_file(path: str) -> str:
@@ -139,9 +148,10 @@ def unpack_kernel(kver: str, work: str) -> str:
     stamp = os.path.join(kdir, "unpacked.stamp")
     # `make M=<repo> clean` deletes every *.ko below the repository, this cache included:
     # check a module we need is still there, else unpack again (the .deb is kept).
+    # (6.12's modules are xz-compressed: virtio_balloon.ko.xz)
     sentinel = os.path.join(root, "lib", "modules", kver, "kernel", "drivers", "virtio",
-                            f"{INTREE_BALLOON_MODULE}.ko")
-    if os.path.exists(stamp) and os.path.exists(sentinel):
+                            f"{INTREE_BALLOON_MODULE}.ko*")
+    if os.path.exists(stamp) and glob.glob(sentinel):
         return root
     os.makedirs(kdir, exist_ok=True)
     pkg = f"linux-image-{kver}"
@@ -168,8 +178,18 @@ def unpack_kernel(kver: str, work: str) -> str:
     return root
 
 
+def _unzstd(data: bytes) -> bytes:
+    """One zstd frame from the start of data (the stdlib has no zstd: the zstd tool)."""
+    try:
+        # Whatever follows the frame makes zstd complain after it wrote the frame out.
+        return subprocess.run(["zstd", "-dcq"], input=data, capture_output=True).stdout
+    except FileNotFoundError as e:
+        raise ImageError("zstd is not installed: run ci/install-deps.sh") from e
+
+
 def extract_vmlinux_bytes(bzimage: bytes) -> bytes:
-    """The ELF kernel inside an XZ-compressed bzImage (what scripts/extract-vmlinux does)."""
+    """The ELF kernel inside a bzImage (what scripts/extract-vmlinux does): XZ-compressed
+    (Debian's 6.1) or zstd-compressed (Debian's 6.12)."""
     pos = bzimage.find(XZ_MAGIC)
     while pos >= 0:
         d = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
@@ -180,7 +200,13 @@ def extract_vmlinux_bytes(bzimage: bytes) -> bytes:
         if data.startswith(ELF_MAGIC):
             return data
         pos = bzimage.find(XZ_MAGIC, pos + 1)
-    raise ImageError("no XZ-compressed ELF found in the bzImage (is the kernel not XZ-compressed?)")
+    pos = bzimage.find(ZSTD_MAGIC)
+    while pos >= 0:
+        data = _unzstd(bzimage[pos:])
+        if data.startswith(ELF_MAGIC):
+            return data
+        pos = bzimage.find(ZSTD_MAGIC, pos + 1)
+    raise ImageError("no XZ- or zstd-compressed ELF found in the bzImage")
 
 
 def vmlinux_path(kver: str, work: str) -> str:
@@ -212,9 +238,21 @@ def parse_modules_dep(mdir: str) -> dict[str, tuple[str, list[str]]]:
     return deps
 
 
+def builtin_modules(mdir: str) -> set[str]:
+    """Modules built into the kernel (modules.builtin), e.g. virtio and virtio_pci on 6.12."""
+    try:
+        with open(os.path.join(mdir, "modules.builtin")) as f:
+            return {os.path.basename(line.strip()).split(".ko")[0].replace("-", "_")
+                    for line in f if line.strip()}
+    except FileNotFoundError:
+        return set()
+
+
 def module_load_order(mdir: str, names: list[str]) -> list[str]:
-    """Paths (relative to mdir) of `names` and their dependencies, dependencies first."""
+    """Paths (relative to mdir) of `names` and their dependencies, dependencies first.
+    A module built into the kernel needs no loading and is left out."""
     deps = parse_modules_dep(mdir)
+    builtin = builtin_modules(mdir)
     by_path = {p: d for p, d in deps.values()}
     order: list[str] = []
 
@@ -228,6 +266,8 @@ def module_load_order(mdir: str, names: list[str]) -> list[str]:
         order.append(path)
 
     for n in names:
+        if n not in deps and n in builtin:
+            continue
         if n not in deps:
             raise ImageError(f"module {n} is not in {mdir}/modules.dep (is it built in?)")
         visit(deps[n][0])

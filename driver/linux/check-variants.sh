@@ -1,0 +1,157 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# check-variants.sh [VARIANT...]: builds vballoon.ko against copies of one kernel's headers
+# (KDIR, default: the newest installed) whose configuration was changed, so that the builds
+# for kernels configured unlike Debian's can be shown here. Variants:
+#
+#   no-compaction   CONFIG_BALLOON_COMPACTION unset (and balloon_mops not exported): the
+#                   module builds warning-free (W=1) and says "BALLOON_COMPACTION unset"
+#   no-reporting    CONFIG_PAGE_REPORTING unset (and page_reporting_register/unregister
+#                   not exported, as modpost then sees it): builds warning-free and says
+#                   "PAGE_REPORTING unset"
+#   unknown-api     the 2026 balloon rework, as Kbuild sees it (CONFIG_BALLOON_MIGRATION=y):
+#                   the build must FAIL, with Kbuild's message
+#   unknown-header  the same rework as the compiler sees it (a <linux/balloon.h>): the build
+#                   must FAIL with vballoon_compat.h's #error
+#
+# Default: all four. Each copy changes the configuration (.config, auto.conf, autoconf.h),
+# Module.symvers or include/ only; the builds run on copies of the module's sources
+# (build-module.sh --out), so neither the headers nor the repository's objects are touched.
+# The modules made here are for this check only and are never loaded: a kernel configured
+# differently would also have, e.g., a different vm_event layout.
+set -eu
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+
+if [ -z "${KDIR:-}" ]; then
+	KDIR=$(for dir in /usr/src/linux-headers-*/; do
+		[ -f "$dir/Module.symvers" ] && echo "${dir%/}"
+	done | sort -V | tail -n 1)
+fi
+if [ -z "$KDIR" ] || [ ! -f "$KDIR/include/config/auto.conf" ]; then
+	echo "check-variants.sh: no kernel headers found; install linux-headers-amd64 or set KDIR" >&2
+	exit 1
+fi
+[ $# -gt 0 ] || set -- no-compaction no-reporting unknown-api unknown-header
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# copy_headers NAME: a copy of $KDIR at $work/NAME/headers
+copy_headers() {
+	headers="$work/$1/headers"
+	mkdir -p "$work/$1"
+	cp -a "$KDIR" "$headers"
+	# Debian's flavour folder links scripts/ and tools/ relative to /usr/src: make them absolute.
+	for link in "$headers"/*; do
+		[ -L "$link" ] && ln -sfn "$(readlink -f "$KDIR/$(basename "$link")")" "$link"
+	done
+	return 0
+}
+
+# unset_option NAME OPTION: OPTION (without CONFIG_) unset in the copy's configuration
+unset_option() {
+	h="$work/$1/headers"
+	grep -q "^CONFIG_$2=y" "$h/include/config/auto.conf" || {
+		echo "check-variants.sh: $KDIR has no CONFIG_$2=y to unset" >&2
+		exit 1
+	}
+	sed -i "s/^CONFIG_$2=y\$/# CONFIG_$2 is not set/" "$h/.config"
+	sed -i "/^CONFIG_$2=y\$/d" "$h/include/config/auto.conf"
+	sed -i "/^#define CONFIG_$2 1\$/d" "$h/include/generated/autoconf.h"
+	if grep -q "CONFIG_$2[ =]" "$h/include/config/auto.conf" "$h/include/generated/autoconf.h"; then
+		echo "check-variants.sh: could not unset CONFIG_$2 in the copy" >&2
+		exit 1
+	fi
+}
+
+# unexport NAME SYMBOL...: the symbols gone from the copy's Module.symvers
+unexport() {
+	name=$1
+	shift
+	for sym in "$@"; do
+		grep -q "	$sym	" "$work/$name/headers/Module.symvers" || {
+			echo "check-variants.sh: $KDIR does not export $sym" >&2
+			exit 1
+		}
+		sed -i "/	$sym	/d" "$work/$name/headers/Module.symvers"
+	done
+}
+
+# build NAME: builds against the copy; the log in $work/NAME/build.log, make's status returned
+build() {
+	status=0
+	KDIR="$work/$1/headers" "$repo/driver/linux/build-module.sh" --out "$work/$1/src" W=1 \
+		>"$work/$1/build.log" 2>&1 || status=$?
+	return $status
+}
+
+# must_build NAME "FEATURE unset"
+must_build() {
+	if ! build "$1"; then
+		cat "$work/$1/build.log" >&2
+		echo "check-variants.sh: $1: the build failed" >&2
+		exit 1
+	fi
+	if grep -q 'warning:' "$work/$1/build.log"; then
+		grep 'warning:' "$work/$1/build.log" >&2
+		echo "check-variants.sh: $1: the build warned" >&2
+		exit 1
+	fi
+	grep -q "$2" "$work/$1/build.log" || {
+		echo "check-variants.sh: $1: the build did not say '$2'" >&2
+		exit 1
+	}
+	test -f "$work/$1/src/vballoon.ko"
+	echo "check-variants.sh: $1: vballoon.ko builds warning-free against $(basename "$KDIR") ($2)"
+}
+
+# must_fail NAME MESSAGE
+must_fail() {
+	if build "$1"; then
+		echo "check-variants.sh: $1: the build succeeded; it must refuse this kernel" >&2
+		exit 1
+	fi
+	grep -q "$2" "$work/$1/build.log" || {
+		cat "$work/$1/build.log" >&2
+		echo "check-variants.sh: $1: the build failed without saying '$2'" >&2
+		exit 1
+	}
+	echo "check-variants.sh: $1: the build stops, saying: $(grep -m1 -o "$2.*" "$work/$1/build.log")"
+}
+
+for variant in "$@"; do
+	case $variant in
+	no-compaction)
+		copy_headers $variant
+		unset_option $variant BALLOON_COMPACTION
+		unexport $variant balloon_mops
+		must_build $variant "BALLOON_COMPACTION unset"
+		;;
+	no-reporting)
+		copy_headers $variant
+		unset_option $variant PAGE_REPORTING
+		unexport $variant page_reporting_register page_reporting_unregister
+		must_build $variant "PAGE_REPORTING unset"
+		;;
+	unknown-api)
+		copy_headers $variant
+		h="$work/$variant/headers"
+		echo "CONFIG_BALLOON_MIGRATION=y" >>"$h/include/config/auto.conf"
+		echo "#define CONFIG_BALLOON_MIGRATION 1" >>"$h/include/generated/autoconf.h"
+		must_fail $variant "vballoon: the kernel has CONFIG_BALLOON_MIGRATION"
+		;;
+	unknown-header)
+		copy_headers $variant
+		mkdir -p "$work/$variant/headers/include/linux"
+		echo "/* stands for the 2026 balloon API (check-variants.sh) */" \
+			>"$work/$variant/headers/include/linux/balloon.h"
+		must_fail $variant "error: #error \"vballoon: this kernel has the reworked balloon API"
+		;;
+	*)
+		echo "check-variants.sh: unknown variant $variant" >&2
+		exit 1
+		;;
+	esac
+done
