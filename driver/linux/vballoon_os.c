@@ -15,7 +15,6 @@
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
-#include <linux/page_ref.h>
 #include <linux/poison.h>
 #include <linux/printk.h>
 #include <linux/scatterlist.h>
@@ -90,73 +89,42 @@ static bool vb_os_whole_block(const struct vballoon_page_run *run)
 }
 
 /*
- * Turns the 2^order pages from `head` back into one block the allocator can free at once:
- * every page but the head gives up its reference. A page someone else holds a reference to
- * (a speculative lookup may take one on any page) stays as it is, and the block is not
- * joined. balloon_page_delete() leaves the movable-mapping marker in page->mapping, which
- * the allocator clears on the head only; a tail must arrive with none.
+ * Page references dropped per release_pages() call: small, since deflate_for_oom() comes
+ * through here on the OOM notifier's stack.
  */
-static bool vb_os_join_block(struct page *head, unsigned int order)
-{
-	unsigned long nr = 1UL << order, i;
-
-	for (i = 1; i < nr; i++) {
-		struct page *page = vb_nth_page(head, i);
-
-		if (!page_ref_freeze(page, 1))
-			goto undo;
-		page->mapping = NULL;
-	}
-	return true;
-undo:
-	while (--i > 0)
-		page_ref_unfreeze(vb_nth_page(head, i), 1);
-	return false;
-}
-
-/* The largest block that starts at `pfn`, is naturally aligned and fits in `count` pages. */
-static unsigned int vb_os_block_order(uint64_t pfn, uint64_t count)
-{
-	unsigned int order = min_t(unsigned int, VB_MAX_PAGE_ORDER, pageblock_order);
-
-	if (pfn)
-		order = min_t(unsigned int, order, __ffs64(pfn));
-	return min_t(unsigned int, order, ilog2(count));
-}
+#define VB_OS_RELEASE_BATCH 16
 
 void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run)
 {
-	uint64_t done = 0;
+	struct page *batch[VB_OS_RELEASE_BATCH];
+	unsigned int n = 0;
+	uint64_t i;
 
-	/* Pages of split blocks (every balloon page) each hold their own reference. */
+	/* A hint block goes back as it was allocated: one block, one reference. */
 	if (vb_os_whole_block(run)) {
 		__free_pages(pfn_to_page(run->first_pfn), ilog2(run->count));
 		return;
 	}
 
 	/*
-	 * As virtio_balloon's release_pages_balloon(), the balloon's reference is dropped, but
-	 * a page at a time costs the allocator a trip through the per-CPU lists and a buddy
-	 * merge for every page: the run goes back as the largest aligned blocks it holds,
-	 * within one pageblock (one migratetype) and one zone, like the blocks inflate
-	 * allocates. Pages the core never enqueued hold just their allocation's reference,
-	 * which this drops too. The allocator applies init_on_free or poisoning to every page
-	 * it gets back, device initialised or not: 6.1 has no way to skip that for a page.
+	 * Every other page was split from its block when allocated and holds its own
+	 * reference (the balloon's, or just its allocation's for pages the core never
+	 * enqueued): as virtio_balloon's release_pages_balloon(), each reference is dropped on
+	 * its own, here in batches through release_pages(), and the allocator merges the
+	 * buddies itself. Never re-joined into higher-order blocks by hand: mm does not allow
+	 * it (from 6.17 every joined tail page is a "Bad page state"). The allocator applies
+	 * init_on_free or poisoning to every page it gets back, device initialised or not:
+	 * the kernel has no way to skip that for a page.
 	 */
-	while (done < run->count) {
-		uint64_t pfn = run->first_pfn + done;
-		unsigned int order = vb_os_block_order(pfn, run->count - done);
-		struct page *head = pfn_to_page(pfn);
-
-		if (order && (page_zone(head) != page_zone(pfn_to_page(pfn + (1UL << order) - 1)) ||
-			      !vb_os_join_block(head, order)))
-			order = 0;
-		if (order)
-			__free_pages(head, order);
-		else
-			put_page(head);
-		done += 1UL << order;
+	for (i = 0; i < run->count; i++) {
+		batch[n++] = pfn_to_page(run->first_pfn + i);
+		if (n == VB_OS_RELEASE_BATCH) {
+			release_pages(batch, n);
+			n = 0;
+		}
 	}
+	if (n)
+		release_pages(batch, n);
 }
 
 void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run)
