@@ -187,7 +187,7 @@ public:
 	uint64_t hint_held_pages() const { return hint_held_pages_.get(); }
 	// Gives at least max_pages (rounded up to whole blocks) back to the guest, or all it
 	// holds; returns the guest pages freed. Any thread, also while a round runs (which goes
-	// on). Before DONE the pages are initialised first, as the spec requires.
+	// on). A guest that keeps a pattern in free pages gets it written (free_page_run()).
 	uint64_t hint_release(uint64_t max_pages);
 	// Remove or freeze is coming: a running round ends at its next block (or wait), and
 	// no new one starts, until hint_device_reset(). Any thread; the OS then waits for its

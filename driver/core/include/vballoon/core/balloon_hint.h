@@ -208,9 +208,14 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 	os_.queue_kick(QueueKind::kFreePage);
 }
 
-// Gives held blocks back to the guest: all of them after DONE, as they are; before DONE
-// (the shrinker, a reset) each page is initialised first, as the spec requires of a hinted
-// page the guest reuses before DONE.
+// Gives held blocks back to the guest, after DONE or before it (the shrinker, a reset).
+// Before DONE the spec wants a hinted page the guest reuses written first (the host may
+// have skipped it, and a write dirties it again); after DONE its content is undefined.
+// Either way only a guest that keeps a pattern in free pages has anything to write, and
+// free_page_run() writes exactly that (in Linux the allocator's poisoning or init_on_free,
+// on the free itself). A guest that keeps none writes nothing: its next user of the page
+// writes it before reading, as Linux's virtio_balloon relies on. So no 4 MiB pattern per
+// block, re-dirtying memory in the middle of a migration, for Debian's default guest.
 template <BalloonOs Os> uint64_t Balloon<Os>::hint_give_back(uint64_t max_pages, bool after_done)
 {
 	constexpr size_t kBatch = 16;
@@ -223,16 +228,11 @@ template <BalloonOs Os> uint64_t Balloon<Os>::hint_give_back(uint64_t max_pages,
 			break;
 		for (size_t i = 0; i < count; i++) {
 			PageRun run = runs[i];
-			if (!after_done) {
-				if (!VB_MUTANT(FPH11_EARLY_RETURN_NOT_INITIALISED))
-					os_.initialise_pages(run);
-				// It holds the guest's pattern now; the OS need not write it again.
-				run.flags |= kPageRunDeviceInitialised;
-			} else {
-				// The device may have changed the pages before DONE: their content is
-				// undefined, so a guest that keeps a pattern in free pages writes it.
+			// Never marked initialised: the OS writes the guest's pattern, if it keeps one.
+			if (!after_done)
+				run.flags = VB_MUTANT(FPH11_EARLY_RETURN_NOT_INITIALISED) ? kPageRunDeviceInitialised : 0;
+			else
 				run.flags = VB_MUTANT(FPH10_HINTED_CONTENT_TRUSTED_AFTER_DONE) ? kPageRunDeviceInitialised : 0;
-			}
 			// hint_list_take() hands back each block as it was inserted.
 			run.flags |= kPageRunWholeBlock;
 			hint_held_pages_.sub(run.count);
