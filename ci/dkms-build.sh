@@ -88,7 +88,7 @@ modinfo -F vermagic "$ko" | grep -q "^$kver " || { echo "dkms-build: not built f
 check alias "virtio:d00000005v*"
 modinfo -F description "$ko" | grep -q . || { echo "dkms-build: no description" >&2; fail=1; }
 modinfo -F kernel_features "$ko" | grep -q . || { echo "dkms-build: no kernel_features" >&2; fail=1; }
-for p in max_chunk_order log_level; do
+for p in max_chunk_order; do
 	modinfo -F parm "$ko" | grep -q "^$p:.* (uint)$" || { echo "dkms-build: parameter $p lacks its help" >&2; fail=1; }
 done
 # Where the kernel wants module BTF (its headers ship vmlinux), the module carries it.

@@ -113,7 +113,4 @@ bool vballoon_hint_batch_failed(struct vballoon_dev *vb);
 void *vballoon_hint_batch_drained(struct vballoon_dev *vb, uint32_t *len);
 void *vballoon_hint_batch_unpack(struct vballoon_dev *vb, void *token);
 
-/* Module parameter: messages above this vb_os_vlog() level are dropped. */
-extern unsigned int vballoon_log_level;
-
 #endif /* VBALLOON_LINUX_VBALLOON_DEV_H */

@@ -52,13 +52,15 @@ module_param(max_chunk_order, uint, 0444);
 MODULE_PARM_DESC(max_chunk_order,
 		 "Largest block inflate allocates, as a page order (default 9 = 2 MiB; 0: a page at a time, like virtio_balloon)");
 
-unsigned int vballoon_log_level = VB_OS_LOG_INFO;
-module_param_named(log_level, vballoon_log_level, uint, 0644);
-MODULE_PARM_DESC(log_level,
-		 "Core messages shown: 0 errors, 1 +warnings, 2 +info (default), 3 +debug");
 
 /* After the guest ran out of pages to give without pressure (virtio_balloon: "Out of puff"). */
 #define VBALLOON_STALL_RETRY_MS 200
+/*
+ * After a reset, pages compaction has isolated come back through a failing migratepage;
+ * remove waits for them this long (30 s) before it gives up on them.
+ */
+#define VBALLOON_RELEASE_RETRY_MS 20
+#define VBALLOON_RELEASE_TRIES 1500
 /* Where virtio_balloon sits among OOM notifiers. */
 #define VBALLOON_OOM_NOTIFY_PRIORITY 80
 
@@ -163,6 +165,22 @@ static int vballoon_init_vqs(struct vballoon_dev *vb)
 	return 0;
 }
 
+/*
+ * As virtio_balloon: page_reporting hands over up to PAGE_REPORTING_CAPACITY runs in one
+ * chain, which a smaller reporting_vq could never take; such a device is refused.
+ */
+static int vballoon_check_vqs(struct vballoon_dev *vb)
+{
+	struct virtqueue *vq = vb->vqs[VB_QUEUE_REPORTING];
+
+	if (vq && virtqueue_get_vring_size(vq) < PAGE_REPORTING_CAPACITY) {
+		dev_err(&vb->vdev->dev, "reporting_vq holds %u descriptors, fewer than the %u a report needs\n",
+			virtqueue_get_vring_size(vq), PAGE_REPORTING_CAPACITY);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
 static void vballoon_del_vqs(struct vballoon_dev *vb)
 {
 	vb->vdev->config->del_vqs(vb->vdev);
@@ -192,8 +210,8 @@ static void vballoon_update_func(struct work_struct *work)
 		vballoon_queue_update(vb, 0);
 		break;
 	case VB_OS_STEP_STALLED:
-		pr_info_ratelimited("%s: out of puff, retrying in %u ms\n",
-				    dev_name(&vb->vdev->dev), VBALLOON_STALL_RETRY_MS);
+		dev_info_ratelimited(&vb->vdev->dev, "out of puff, retrying in %u ms\n",
+				     VBALLOON_STALL_RETRY_MS);
 		vballoon_queue_update(vb, msecs_to_jiffies(VBALLOON_STALL_RETRY_MS));
 		break;
 	default:
@@ -252,15 +270,21 @@ static void vballoon_start_work(struct vballoon_dev *vb)
  * for a device that no longer answers, and compaction puts its page back on the list; the
  * balloon is empty only when the core says so.
  */
-static void vballoon_release_after_reset(struct vballoon_dev *vb)
+static bool vballoon_release_after_reset(struct vballoon_dev *vb)
 {
+	unsigned int tries;
+
 	virtio_break_device(vb->vdev);
-	for (;;) {
+	for (tries = 0; tries < VBALLOON_RELEASE_TRIES; tries++) {
 		vballoon_core_release_after_reset(vb->core);
 		if (!vballoon_core_balloon_pfns(vb->core))
-			break;
-		msleep(20);
+			return true;
+		msleep(VBALLOON_RELEASE_RETRY_MS);
 	}
+	dev_err(&vb->vdev->dev, "%llu pages still isolated by compaction after %u s\n",
+		vballoon_core_balloon_pfns(vb->core),
+		VBALLOON_RELEASE_TRIES * VBALLOON_RELEASE_RETRY_MS / 1000);
+	return false;
 }
 
 /* ---- OOM and compaction ----------------------------------------------------------- */
@@ -376,7 +400,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 	int err;
 
 	if (!vdev->config->get) {
-		pr_err("%s: config space access disabled\n", dev_name(&vdev->dev));
+		dev_err(&vdev->dev, "config space access disabled\n");
 		return -EINVAL;
 	}
 
@@ -408,6 +432,9 @@ static int vballoon_probe(struct virtio_device *vdev)
 	err = vballoon_init_vqs(vb);
 	if (err)
 		goto out_free_vb;
+	err = vballoon_check_vqs(vb);
+	if (err)
+		goto out_del_vqs;
 
 	/*
 	 * kmalloc memory: the core holds the PFN and stats buffers the device reads (at most
@@ -473,8 +500,10 @@ out_free_vb:
  * without a message, and the queues are deleted. A device whose restore failed has no
  * queues left and an empty balloon: only the reset remains to do.
  */
-static void vballoon_shut_down_device(struct vballoon_dev *vb)
+static bool vballoon_shut_down_device(struct vballoon_dev *vb)
 {
+	bool released = true;
+
 	vballoon_unregister_oom(vb);
 	vballoon_stop_work(vb);
 	vballoon_free_pages_stop(vb);
@@ -483,16 +512,27 @@ static void vballoon_shut_down_device(struct vballoon_dev *vb)
 	virtio_reset_device(vb->vdev);
 	if (vb->vqs[VB_QUEUE_INFLATE]) {
 		vballoon_free_pages_device_reset(vb);
-		vballoon_release_after_reset(vb);
+		released = vballoon_release_after_reset(vb);
 		vballoon_del_vqs(vb);
 	}
+	return released;
 }
 
 static void vballoon_remove(struct virtio_device *vdev)
 {
 	struct vballoon_dev *vb = vdev->priv;
 
-	vballoon_shut_down_device(vb);
+	if (!vballoon_shut_down_device(vb)) {
+		/*
+		 * Compaction still holds balloon pages and will hand them back through
+		 * b_dev_info and its migratepage: the device state and the module's code must
+		 * outlive them. Leak both rather than free what mm will call into.
+		 */
+		dev_err(&vdev->dev, "leaking the device state; the module stays loaded\n");
+		__module_get(THIS_MODULE);
+		debugfs_remove_recursive(vb->debugfs_dir);
+		return;
+	}
 	debugfs_remove_recursive(vb->debugfs_dir);
 
 	vballoon_core_destroy(vb->core);
@@ -505,6 +545,7 @@ static void vballoon_remove(struct virtio_device *vdev)
 #ifdef CONFIG_PM_SLEEP
 static int vballoon_freeze(struct virtio_device *vdev)
 {
+	/* Pages compaction still isolates stay counted; the balloon deflates them later. */
 	vballoon_shut_down_device(vdev->priv);
 	return 0;
 }
@@ -522,6 +563,9 @@ static int vballoon_restore(struct virtio_device *vdev)
 	err = vballoon_init_vqs(vb);
 	if (err)
 		return err;
+	err = vballoon_check_vqs(vb);
+	if (err)
+		goto out_reset;
 	if (!vballoon_core_prepare(vb->core)) {
 		err = -EIO;
 		goto out_reset;

@@ -88,16 +88,8 @@ static bool vb_os_whole_block(const struct vballoon_page_run *run)
 			     !IS_ALIGNED(run->first_pfn, run->count));
 }
 
-/*
- * Page references dropped per release_pages() call: small, since deflate_for_oom() comes
- * through here on the OOM notifier's stack.
- */
-#define VB_OS_RELEASE_BATCH 16
-
 void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run)
 {
-	struct page *batch[VB_OS_RELEASE_BATCH];
-	unsigned int n = 0;
 	uint64_t i;
 
 	/* A hint block goes back as it was allocated: one block, one reference. */
@@ -110,32 +102,39 @@ void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_ru
 	 * Every other page was split from its block when allocated and holds its own
 	 * reference (the balloon's, or just its allocation's for pages the core never
 	 * enqueued): as virtio_balloon's release_pages_balloon(), each reference is dropped on
-	 * its own, here in batches through release_pages(), and the allocator merges the
-	 * buddies itself. Never re-joined into higher-order blocks by hand: mm does not allow
+	 * its own with put_page(), and the allocator merges the buddies itself (an order-0
+	 * free goes to the per-CPU lists, so batching through release_pages() would save
+	 * little and cost 128 bytes of array on the OOM notifier's stack, which
+	 * deflate_for_oom() reaches this from). Never re-joined into higher-order blocks by hand: mm does not allow
 	 * it (from 6.17 every joined tail page is a "Bad page state"). The allocator applies
 	 * init_on_free or poisoning to every page it gets back, device initialised or not:
 	 * the kernel has no way to skip that for a page.
 	 */
-	for (i = 0; i < run->count; i++) {
-		batch[n++] = pfn_to_page(run->first_pfn + i);
-		if (n == VB_OS_RELEASE_BATCH) {
-			release_pages(batch, n);
-			n = 0;
-		}
-	}
-	if (n)
-		release_pages(batch, n);
+	for (i = 0; i < run->count; i++)
+		put_page(pfn_to_page(run->first_pfn + i));
 }
+
+/*
+ * Pages per balloon_page_list_enqueue() call: it holds pages_lock with interrupts off for
+ * the whole list, and a chunked run may be 262144 pages (1 GiB).
+ */
+#define VB_OS_ENQUEUE_BATCH 512
 
 void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run)
 {
-	LIST_HEAD(pages);
-	uint64_t i;
+	uint64_t done = 0;
 
-	/* balloon_page_list_enqueue() takes a list and keeps its order: ascending PFNs. */
-	for (i = 0; i < run->count; i++)
-		list_add_tail(&pfn_to_page(run->first_pfn + i)->lru, &pages);
-	balloon_page_list_enqueue(&dev->b_dev_info, &pages);
+	while (done < run->count) {
+		uint64_t n = min_t(u64, run->count - done, VB_OS_ENQUEUE_BATCH), i;
+		LIST_HEAD(pages);
+
+		/* balloon_page_list_enqueue() keeps the list's order: ascending PFNs. */
+		for (i = 0; i < n; i++)
+			list_add_tail(&pfn_to_page(run->first_pfn + done + i)->lru, &pages);
+		balloon_page_list_enqueue(&dev->b_dev_info, &pages);
+		done += n;
+		cond_resched();
+	}
 }
 
 /*
@@ -535,16 +534,19 @@ bool vb_os_try_lock(struct vballoon_dev *dev)
 	return mutex_trylock(&dev->balloon_lock);
 }
 
+/*
+ * The core's messages, as the device's own: dev_err() and friends, and debug messages
+ * through dev_dbg(), which dynamic debug switches on
+ * (echo 'module vballoon +p' > /sys/kernel/debug/dynamic_debug/control).
+ */
 void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, va_list args)
 {
 	static const char prefix[] = KBUILD_MODNAME ": ";
-	const char *name = dev_name(&dev->vdev->dev);
+	struct device *device = &dev->vdev->dev;
 	struct va_format vaf;
 	va_list copy;
 
-	if (level > READ_ONCE(vballoon_log_level))
-		return;
-	/* Some core messages carry the prefix already; every line gets it exactly once. */
+	/* Some core messages carry the prefix already; dev_*() adds the driver's name. */
 	if (!strncmp(fmt, prefix, sizeof(prefix) - 1))
 		fmt += sizeof(prefix) - 1;
 
@@ -554,16 +556,16 @@ void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, v
 	vaf.va = &copy;
 	switch (level) {
 	case VB_OS_LOG_ERROR:
-		pr_err("%s: %pV", name, &vaf);
+		dev_err(device, "%pV", &vaf);
 		break;
 	case VB_OS_LOG_WARNING:
-		pr_warn("%s: %pV", name, &vaf);
+		dev_warn(device, "%pV", &vaf);
 		break;
 	case VB_OS_LOG_INFO:
-		pr_info("%s: %pV", name, &vaf);
+		dev_info(device, "%pV", &vaf);
 		break;
 	default:
-		printk(KERN_DEBUG pr_fmt("%s: %pV"), name, &vaf);
+		dev_dbg(device, "%pV", &vaf);
 		break;
 	}
 	va_end(copy);
