@@ -213,6 +213,7 @@ constexpr CounterName kCounters[] = {
 	{"hint_rounds", &vb::BalloonCounters::hint_rounds},
 	{"hint_ids_ignored", &vb::BalloonCounters::hint_ids_ignored},
 	{"hint_blocks", &vb::BalloonCounters::hint_blocks},
+	{"hint_pages", &vb::BalloonCounters::hint_pages},
 	{"hint_pages_returned", &vb::BalloonCounters::hint_pages_returned},
 	{"hint_pages_released_early", &vb::BalloonCounters::hint_pages_released_early},
 	{"reports", &vb::BalloonCounters::reports},

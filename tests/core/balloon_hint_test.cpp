@@ -111,6 +111,43 @@ TEST(FreePageHint, OnlyBlocksOfTheLargestOrderAreTaken)
 	EXPECT_EQ(guest.free_pages(), kBlockPages - 1) << "smaller free blocks stay with the guest";
 }
 
+// Once the 4 MiB blocks run out, a round goes on with smaller ones (the host takes a hint of
+// any length), down to order 4 and only while 1/64 of the guest stays free besides.
+TEST(FreePageHint, SmallerBlocksFollowTheLargestAboveAReserve)
+{
+	HintGuest guest;
+	auto page = guest.os.allocator.allocate(0); // one block left as 512+256+...+1 free pages
+	ASSERT_TRUE(page);
+	guest.os.stats.present_mask = (1u << VB_S_MEMFREE) | (1u << VB_S_MEMTOT);
+	guest.os.stats.value[VB_S_MEMTOT] = kGuestPages * 4096;
+	guest.os.stats.value[VB_S_MEMFREE] = guest.free_pages() * 4096;
+	const uint64_t reserve = kGuestPages / 64;
+	guest.device_writes(25);
+	guest.handle();
+
+	// 15 whole blocks leave 16383 - 15360 - 256 = 767 pages of budget: 512, (256 would
+	// break the reserve) 128, 64, 32, 16, and nothing under order 4.
+	const uint64_t small = 512 + 128 + 64 + 32 + 16;
+	EXPECT_EQ(guest.balloon.hint_held_pages(), (kBlocks - 1) * kBlockPages + small);
+	EXPECT_EQ(guest.balloon.counters().hint_pages.get(), (kBlocks - 1) * kBlockPages + small);
+	EXPECT_GE(guest.free_pages(), reserve) << "the round drained the guest";
+	std::set<uint64_t> sizes;
+	for (const auto& b : guest.os.free_page_buffers) {
+		if (b.is_id)
+			continue;
+		EXPECT_EQ(b.addr % b.len, 0u) << "blocks are naturally aligned";
+		sizes.insert(b.len / 4096);
+	}
+	EXPECT_EQ(sizes, (std::set<uint64_t>{16, 32, 64, 128, 512, kBlockPages}));
+	EXPECT_EQ(guest.os.free_page_buffers.back().cmd_id, VB_CMD_ID_STOP);
+
+	guest.device_writes(VB_CMD_ID_DONE);
+	guest.handle();
+	EXPECT_EQ(guest.free_pages(), kGuestPages - 1);
+	EXPECT_EQ(guest.os.freed_whole_block_pages, (kBlocks - 1) * kBlockPages + small);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
 TEST(FreePageHint, ARepeatedIdIsAnsweredOnce)
 {
 	HintGuest guest;

@@ -43,6 +43,8 @@ def test_hinted_migration_within_a_fifth_every_time(hint_vm, driver, record_prop
     report = "\n" + summary + hint_report(runs)
     print(report)
     record_property("ratios", ratios)
+    record_property("baseline_bytes", [r.baseline.transferred for r in runs])
+    record_property("hinted_bytes", [r.hinted.transferred for r in runs])
     record_property("over_one_fifth", len(over))
     record_property("lost_entirely", len(lost))
     check_hinted_runs_were_sound(runs)

@@ -81,6 +81,7 @@ struct BalloonCounters {
 	Counter hint_rounds;          // command ids answered with a round
 	Counter hint_ids_ignored;     // an id read again with no STOP or DONE between: stale
 	Counter hint_blocks;          // blocks handed to the device as hints
+	Counter hint_pages;           // 4 KiB units in them (blocks of any order)
 	Counter hint_pages_returned;  // 4 KiB units given back after DONE
 	Counter hint_pages_released_early; // 4 KiB units given back before DONE (shrinker, reset)
 	// Free page reporting.
@@ -196,6 +197,12 @@ public:
 	// The device was reset or is going away, and the OS has stopped its hint work item:
 	// the buffers on free_page_vq are gone, and every held block goes back to the guest.
 	void hint_device_reset();
+
+	// Smaller blocks a round takes once the largest run out: down to this many orders
+	// below the largest (order 4, 64 KiB, under 4 MiB blocks), and only while the guest
+	// keeps 1/kHintReserveShare of its memory free besides.
+	static constexpr unsigned kHintOrdersBelowLargest = 6;
+	static constexpr uint64_t kHintReserveShare = 64;
 
 	// ---- Free page reporting (balloon_report.h), PAGE_REPORTING only ----------------
 	// Most runs in one report (Linux's PAGE_REPORTING_CAPACITY).
@@ -356,6 +363,7 @@ private:
 	bool hint_wait_used();
 	uint64_t hint_give_back(uint64_t max_pages, bool after_done);
 	unsigned hint_order() const;
+	uint64_t hint_small_block_budget();
 
 	Os& os_;
 	const uint64_t features_;

@@ -39,6 +39,21 @@ template <BalloonOs Os> unsigned Balloon<Os>::hint_order() const
 	return min(traits_.max_alloc_order, 31u - traits_.page_shift);
 }
 
+// The pages a round may hint in blocks smaller than the largest order: the guest's free
+// memory now, less a reserve. Nothing when the OS does not say how much is free.
+template <BalloonOs Os> uint64_t Balloon<Os>::hint_small_block_budget()
+{
+	MemoryStats stats{};
+
+	os_.memory_stats(&stats);
+	const uint32_t needed = (1u << VB_S_MEMFREE) | (1u << VB_S_MEMTOT);
+	if ((stats.present_mask & needed) != needed)
+		return 0;
+	const uint64_t free_pages = stats.value[VB_S_MEMFREE] >> traits_.page_shift;
+	const uint64_t reserve = (stats.value[VB_S_MEMTOT] >> traits_.page_shift) / kHintReserveShare;
+	return free_pages > reserve ? free_pages - reserve : 0;
+}
+
 template <BalloonOs Os> void Balloon<Os>::handle_free_page_hint()
 {
 	if (!negotiated(VB_F_FREE_PAGE_HINT))
@@ -133,10 +148,14 @@ template <BalloonOs Os> bool Balloon<Os>::hint_add(const Segment* out, const Seg
 
 template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 {
-	const unsigned order = hint_order();
-	const uint64_t block_pages = 1ull << order;
-	const uint32_t block_bytes = static_cast<uint32_t>(block_pages << traits_.page_shift);
+	unsigned order = hint_order();
+	const unsigned smallest_order = order > kHintOrdersBelowLargest ? order - kHintOrdersBelowLargest : 0;
 	const uint32_t ring = os_.queue_size(QueueKind::kFreePage);
+	// Blocks of the largest order while there are any, as Linux's virtio_balloon takes;
+	// then smaller ones (the host takes a hint of any length), down to smallest_order and
+	// only while the guest keeps a reserve of its free memory (kHintReserveShare of all of
+	// it) beside the kernel's own watermarks, so a round never drains the guest.
+	uint64_t small_budget = hint_small_block_budget();
 
 	hint_reap_used();
 	// The id buffer may be reused only once the device has returned it: otherwise the
@@ -177,9 +196,20 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 				return; // device gone: the held blocks come back through hint_device_reset()
 			continue;
 		}
+		const uint64_t block_pages = 1ull << order;
+		const uint32_t block_bytes = static_cast<uint32_t>(block_pages << traits_.page_shift);
+		const bool small = order < hint_order();
 		uint64_t pfn;
-		if (!os_.alloc_pages_no_pressure(order, PageUse::kHintBlock, &pfn))
-			break; // the guest has no free block of this order left
+		if ((small && block_pages > small_budget) ||
+		    !os_.alloc_pages_no_pressure(order, PageUse::kHintBlock, &pfn)) {
+			// No free block of this order left (or none the reserve allows): smaller.
+			if (order == smallest_order || small_budget < (1ull << smallest_order))
+				break;
+			order--;
+			continue;
+		}
+		// Every block comes out of the free memory the budget was measured on.
+		small_budget = small_budget > block_pages ? small_budget - block_pages : 0;
 		PageRun block = {pfn, block_pages, kPageRunWholeBlock};
 		Segment in = {pfn << traits_.page_shift, block_bytes};
 		if (!os_.queue_add(QueueKind::kFreePage, nullptr, 0, &in, 1, &hint_block_token_)) {
@@ -199,6 +229,7 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 		hint_held_pages_.add(block_pages);
 		os_.hint_list_insert(block);
 		counters_.hint_blocks.add(1);
+		counters_.hint_pages.add(block_pages * pfns_per_page_);
 	}
 
 	Segment stop_out = {os_.phys_addr(&hint_stop_buffer_), sizeof(hint_stop_buffer_)};
