@@ -36,6 +36,10 @@ fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
+	# The unpacked tree goes where this user may not write: the whole job as root then.
+	if ! { mkdir -p "$base" 2>/dev/null && [ -w "$base" ]; }; then
+		exec sudo VB_KERNELS="$base" "$0" "$@"
+	fi
 	SUDO="sudo"
 fi
 

@@ -56,9 +56,10 @@ step "QEMU guest suite (6.1)"
 # Debian's interpreter, which has python3-pytest, whatever else is first on PATH.
 /usr/bin/python3 -m pytest tests/guest -v
 
-# On 6.12: binding, inflate/deflate, stats, deflate-on-OOM, compaction, unloading while
-# inflated, hinting, reporting and the README's install lines.
-KERNEL_MATRIX_TESTS="test_driver_binds_to_balloon_device or test_inflate_to_half_then_deflate \
+# On 6.12: binding, every device option combination, inflate/deflate, stats, deflate-on-OOM,
+# compaction, unloading while inflated, hinting, reporting and the README's install lines.
+KERNEL_MATRIX_TESTS="test_driver_binds_to_balloon_device \
+or test_every_option_combination_binds_balloons_and_unloads or test_inflate_to_half_then_deflate \
 or test_target_above_ram_deflates_everything or test_guest_stats_present_and_plausible \
 or test_deflate_on_oom_lets_allocation_succeed \
 or test_compaction_migrates_balloon_pages_and_accounting_balances \
