@@ -18,10 +18,15 @@ WorkloadConfig small_workload(WorkloadKind kind)
 {
 	WorkloadConfig config;
 	config.kind = kind;
-	config.working_set_bytes = 4ull << 20;
-	config.busy_live_bytes = 4ull << 20;
-	config.busy_allocation_bytes = 256ull << 10;
-	config.busy_bytes_per_second = 200.0 * (1 << 20);
+	config.params.working_set_bytes = 4ull << 20;
+	config.params.live_bytes = 4ull << 20;
+	config.params.arena_bytes = 256ull << 10;
+	config.params.churn_bytes_per_second = 200.0 * (1 << 20);
+	config.params.hot_bytes = 1ull << 20;
+	config.params.hot_bytes_per_second = 32.0 * (1 << 20);
+	config.params.cache_bytes = 1ull << 20;
+	config.params.cache_bytes_per_second = 4.0 * (1 << 20);
+	config.params.warmup_ms = 100;
 	return config;
 }
 
@@ -153,7 +158,7 @@ TEST(Migration, BusyGuestTakesMoreRoundsAndConvergesWithinTheDowntimeLimit)
 {
 	SmallMachine m(kRam);
 	auto config = small_workload(WorkloadKind::kBusy);
-	config.busy_bytes_per_second = 40.0 * (1 << 20);
+	config.params.churn_bytes_per_second = 40.0 * (1 << 20);
 	auto workload = make_workload(config, *m.user_memory);
 	workload->prepare();
 	workload->start();
@@ -178,7 +183,7 @@ TEST(Migration, AGuestDirtyingFasterThanTheLinkIsForcedToStopAfterMaxRounds)
 {
 	SmallMachine m(kRam);
 	auto config = small_workload(WorkloadKind::kBusy);
-	config.busy_bytes_per_second = 400.0 * (1 << 20);
+	config.params.churn_bytes_per_second = 400.0 * (1 << 20);
 	auto workload = make_workload(config, *m.user_memory);
 	workload->prepare();
 	workload->start();

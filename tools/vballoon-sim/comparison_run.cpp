@@ -2,6 +2,7 @@
 #include "comparison_run.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <memory>
 
@@ -25,13 +26,7 @@ ComparisonRow failed(ComparisonRow row, const std::string& why)
 
 migration::WorkloadConfig workload_for(migration::WorkloadKind kind, uint64_t ram_bytes)
 {
-	constexpr uint64_t kPage = GuestMemory::kPageBytes;
-	migration::WorkloadConfig config;
-	config.kind = kind;
-	config.working_set_bytes = std::min(config.working_set_bytes, ram_bytes / 8 / kPage * kPage);
-	config.busy_live_bytes = std::min(config.busy_live_bytes, ram_bytes / 4 / kPage * kPage);
-	config.busy_allocation_bytes = std::min(config.busy_allocation_bytes, config.busy_live_bytes);
-	return config;
+	return migration::workload_for_ram(kind, ram_bytes);
 }
 
 ComparisonRow run_one_migration(uint64_t ram_bytes, migration::WorkloadKind workload,
@@ -65,6 +60,9 @@ ComparisonRow run_one_migration(uint64_t ram_bytes, migration::WorkloadKind work
 		MachineForMigration described(*machine, load.get());
 		{
 			load->start();
+			if (migration::uses_reports(config.strategy) &&
+			    !migration::wait_for_reporting_to_settle(machine->guest, std::chrono::seconds(60)))
+				return failed(row, "free page reporting did not settle within 60 s");
 			// The busy workload's thread stops even when the model throws.
 			struct StopOnExit {
 				migration::Workload& workload;
