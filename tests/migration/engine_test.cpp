@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <gtest/gtest.h>
 
+#include "migration/channel.h"
+#include "migration/destination_image.h"
+#include "migration/host_profile.h"
 #include "migration/migration.h"
 #include "migration/workload.h"
 #include "small_machine.h"
@@ -30,9 +33,12 @@ WorkloadConfig small_workload(WorkloadKind kind)
 	return config;
 }
 
-MigrationConfig config_for(Strategy strategy)
+// Most tests here are about the engine's mechanics, on the `ideal` host (hints clear pages
+// as they arrive, reported pages are skipped); the QEMU profiles have their own tests.
+MigrationConfig config_for(Strategy strategy, const char* host = "ideal")
 {
 	MigrationConfig config;
+	apply_host_profile(*find_host_profile(host), 0, config);
 	config.strategy = strategy;
 	return config;
 }
@@ -60,7 +66,9 @@ TEST(Migration, NoneSendsEveryPageWholeAndVerifies)
 	EXPECT_GE(r.pages_sent, pages + SmallMachine::kKernelPages);
 	EXPECT_EQ(r.zero_pages, 0u);
 	EXPECT_EQ(r.round_log.front().pages_sent, pages);
-	EXPECT_EQ(r.bytes_sent, r.pages_sent * (4096 + 8));
+	// Every page is a header and its bytes; each round ends in one sync record per channel.
+	EXPECT_EQ(r.bytes_sent, r.pages_sent * (4096 + 8) + r.rounds * config_for(Strategy::kNone).sender_threads * 8);
+	EXPECT_EQ(r.bytes_received, r.bytes_sent);
 	EXPECT_GE(r.rounds, 2u);
 	EXPECT_TRUE(r.round_log.back().stop_and_copy);
 	EXPECT_GT(r.pages_verified, (4ull << 20) / 4096);
@@ -308,6 +316,158 @@ TEST(Migration, HintStrategyWithoutHintControlsIsRefused)
 	auto machine = m.machine(*workload);
 	machine.hints = nullptr;
 	EXPECT_THROW(migrate(machine, config_for(Strategy::kHint)), std::invalid_argument);
+}
+
+TEST(Pacing, TheLinkIsARateOnModelTime)
+{
+	EXPECT_DOUBLE_EQ(link_ms(1250000, MigrationConfig::kTenGigabitLink), 1.0);
+	EXPECT_DOUBLE_EQ(link_ms(128 << 20, MigrationConfig::kQemuDefaultThrottle), 1000.0);
+	EXPECT_EQ(link_ms(uint64_t{1} << 40, kUnlimitedLink), 0.0);
+}
+
+TEST(Pacing, EachRoundTakesTheLongerOfItsLinkTimeAndItsCpuPathPlusItsSync)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
+	workload->prepare();
+	auto machine = m.machine(*workload);
+	MigrationConfig config = config_for(Strategy::kNone, "qemu-7.2");
+	config.link_bytes_per_second = 256.0 * (1 << 20);
+	MigrationResult r = migrate(machine, config);
+	ASSERT_TRUE(r.verified) << r.error;
+	double total = r.setup_ms + r.vm_stop_ms;
+	for (const RoundProgress& round : r.round_log) {
+		EXPECT_DOUBLE_EQ(round.network_ms, link_ms(round.bytes_sent, config.link_bytes_per_second));
+		EXPECT_DOUBLE_EQ(round.round_ms, std::max(round.network_ms, round.critical_cpu_ms) + round.sync_ms);
+		total += round.round_ms;
+	}
+	// 48 MiB whole at 256 MiB/s: the link decides the bulk pass.
+	EXPECT_GE(r.round_log.front().round_ms, 187.5);
+	EXPECT_NEAR(r.total_ms, total + (r.sync_ms - [&] {
+		double s = 0;
+		for (const RoundProgress& round : r.round_log)
+			s += round.sync_ms;
+		return s;
+	}()), 1e-6);
+	// An unlimited link: only the CPU path counts.
+	config.link_bytes_per_second = kUnlimitedLink;
+	MigrationResult fast = migrate(machine, config);
+	ASSERT_TRUE(fast.verified) << fast.error;
+	for (const RoundProgress& round : fast.round_log) {
+		EXPECT_EQ(round.network_ms, 0.0);
+		EXPECT_DOUBLE_EQ(round.round_ms, round.critical_cpu_ms + round.sync_ms);
+	}
+}
+
+// QEMU 7.2 applies hints under the bitmap mutex its migration thread holds for 50 ms
+// iterations: hints the guest sent at once still land only at an iteration boundary, and
+// the pages the first iteration sent are sent anyway.
+TEST(HostProfiles, Qemu72HintsLandOnlyAtIterationBoundaries)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFreed), *m.user_memory);
+	workload->prepare();
+	auto machine = m.machine(*workload);
+	MigrationConfig qemu = config_for(Strategy::kHint, "qemu-7.2");
+	qemu.link_bytes_per_second = 256.0 * (1 << 20); // the bulk pass takes ~190 ms
+	MigrationResult late = migrate(machine, qemu);
+	ASSERT_TRUE(late.verified) << late.error;
+	ASSERT_FALSE(late.hint_landings_ms.empty());
+	EXPECT_GE(late.hint_landings_ms.front(), late.setup_ms + qemu.iteration_ms);
+	EXPECT_GE(late.round_log.front().iterations, 2u);
+	// What the first iteration sent (50 ms at 256 MiB/s: 3200 pages) went whole.
+	EXPECT_GE(late.round_log.front().pages_sent, 3200u);
+
+	MigrationConfig ideal = config_for(Strategy::kHint, "ideal");
+	ideal.link_bytes_per_second = qemu.link_bytes_per_second;
+	MigrationResult early = migrate(machine, ideal);
+	ASSERT_TRUE(early.verified) << early.error;
+	ASSERT_FALSE(early.hint_landings_ms.empty());
+	EXPECT_LT(early.hint_landings_ms.front(), qemu.iteration_ms);
+	EXPECT_LT(early.round_log.front().pages_sent, late.round_log.front().pages_sent);
+	EXPECT_GT(early.pages_skipped_hinted, late.pages_skipped_hinted);
+}
+
+TEST(HostProfiles, Qemu72ScansReportedPagesAsZeroPages)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFreed), *m.user_memory);
+	workload->prepare();
+	const uint64_t reported = m.report_free_pages(nullptr);
+	auto machine = m.machine(*workload);
+	MigrationResult r = migrate(machine, config_for(Strategy::kReportZeroDetect, "qemu-7.2"));
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_EQ(r.pages_skipped_reported, 0u);
+	EXPECT_GE(r.round_log.front().zero_pages, reported);
+	// Without zero detection QEMU would send them whole.
+	MigrationResult whole = migrate(machine, config_for(Strategy::kReport, "qemu-7.2"));
+	ASSERT_TRUE(whole.verified) << whole.error;
+	EXPECT_GE(whole.round_log.front().pages_sent, kRam / 4096);
+}
+
+TEST(HostProfiles, EachProfileSetsItsMechanisms)
+{
+	MigrationConfig c;
+	apply_host_profile(*find_host_profile("qemu-7.2"), 0, c);
+	EXPECT_EQ(c.sender_threads, 1u);
+	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kMigrationThread);
+	EXPECT_EQ(c.hint_application, HintApplication::kAtIterationBoundaries);
+	EXPECT_EQ(c.reported_pages, ReportedPages::kScanned);
+	apply_host_profile(*find_host_profile("qemu-9"), 4, c);
+	EXPECT_EQ(c.sender_threads, 4u);
+	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kSenderThreads);
+	EXPECT_EQ(c.hint_application, HintApplication::kAtIterationBoundaries);
+	apply_host_profile(*find_host_profile("ideal"), 0, c);
+	EXPECT_EQ(c.hint_application, HintApplication::kImmediately);
+	EXPECT_EQ(c.reported_pages, ReportedPages::kSkippedUnscanned);
+	EXPECT_EQ(find_host_profile("qemu-2.12"), nullptr);
+}
+
+TEST(Channel, EveryRecordArrivesAndTheSyncWaitsForIt)
+{
+	DestinationImage destination(16 * 4096);
+	std::vector<uint8_t> page(4096);
+	for (size_t i = 0; i < page.size(); i++)
+		page[i] = uint8_t(i * 7 + 1);
+	{
+		Channel channel(destination, 1);
+		channel.queue_page(3, page.data());
+		channel.queue_zero_page(4);
+		channel.queue_page(9, page.data());
+		EXPECT_EQ(channel.flush(), 2 * (8 + 4096) + 9u);
+		channel.sync();
+		EXPECT_EQ(channel.bytes_received(), 2 * (8 + 4096) + 9 + 8u);
+		EXPECT_FALSE(destination.differs(3, page.data()));
+		EXPECT_FALSE(destination.differs(9, page.data()));
+		EXPECT_FALSE(destination.differs(4, nullptr));
+		EXPECT_TRUE(destination.differs(5, page.data()));
+		// A zero page over a page with data clears it.
+		channel.queue_zero_page(9);
+		channel.flush();
+		channel.sync();
+		EXPECT_FALSE(destination.differs(9, nullptr));
+		EXPECT_FALSE(channel.receiver_failed());
+	}
+	// A record for a page outside the image: the receiver fails, the sync says so.
+	Channel bad(destination, 0);
+	bad.queue_zero_page(16);
+	bad.flush();
+	EXPECT_THROW(bad.sync(), std::runtime_error);
+	EXPECT_TRUE(bad.receiver_failed());
+}
+
+TEST(ModelClock, RunsOnTheWallClockThenOnModelTimeAndNeverGoesBack)
+{
+	ModelClock clock;
+	const double before = clock.now_ms();
+	EXPECT_GE(before, 0);
+	double model = before + 1000;
+	clock.drive([&] { return model; });
+	EXPECT_DOUBLE_EQ(clock.now_ms(), before + 1000);
+	model += 500;
+	EXPECT_DOUBLE_EQ(clock.now_ms(), before + 1500);
+	clock.release();
+	EXPECT_GE(clock.now_ms(), before + 1500);
 }
 
 } // namespace
