@@ -50,6 +50,8 @@ public:
 		return runs;
 	}
 
+	void shuffle_free_memory(uint64_t seed) override { allocator_.shuffle_free_lists(seed); }
+
 	void free(const std::vector<PageRange>& runs) override
 	{
 		for (const PageRange& run : runs)
@@ -113,6 +115,8 @@ public:
 
 	void prepare() override
 	{
+		if (config_.shuffle_free_list)
+			memory_.shuffle_free_memory(config_.params.seed);
 		vbw_prepare(state_.get());
 		vbw_start(state_.get(), 0);
 		publish_stats();

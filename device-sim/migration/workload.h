@@ -46,6 +46,8 @@ public:
 	// Up to `pages` pages in runs; fewer when the guest is out of memory. Not written yet.
 	virtual std::vector<PageRange> allocate(uint64_t pages) = 0;
 	virtual void free(const std::vector<PageRange>& runs) = 0;
+	// Shuffles the guest's free lists (page_alloc.shuffle=1).
+	virtual void shuffle_free_memory(uint64_t seed) = 0;
 };
 
 // GuestUserMemory over a buddy allocator (the simulated guest's own, or a bare one in tests).
@@ -69,6 +71,11 @@ struct WorkloadConfig {
 	WorkloadKind kind = WorkloadKind::kFresh;
 	// Sizes and rates (bytes per second of the model clock), the guest binary's defaults.
 	vbw_params params = vbw_default_params();
+	// The guest booted with its free lists shuffled (Linux: page_alloc.shuffle=1), before
+	// prepare() allocates: the working set and the free memory then lie all over RAM, so
+	// a hint that lands after the bulk pass started saves only what lies ahead of it.
+	// Off by default, as on Debian 12's kernel without that parameter.
+	bool shuffle_free_list = false;
 };
 
 // The defaults, shrunk for a small guest: the working set at most 1/8 of RAM, the busy

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "migration/channel.h"
@@ -468,6 +470,47 @@ TEST(ModelClock, RunsOnTheWallClockThenOnModelTimeAndNeverGoesBack)
 	EXPECT_DOUBLE_EQ(clock.now_ms(), before + 1500);
 	clock.release();
 	EXPECT_GE(clock.now_ms(), before + 1500);
+}
+
+} // namespace
+} // namespace vbsim::migration
+
+namespace vbsim::migration
+{
+namespace
+{
+
+// Where the working set lands: from one end of RAM on a guest that booted with its free
+// lists in address order, from all over it with them shuffled (page_alloc.shuffle=1).
+uint64_t working_set_span_pages(bool shuffle, uint64_t seed)
+{
+	testing::SmallMachine m(kRam);
+	WorkloadConfig config = small_workload(WorkloadKind::kFresh);
+	config.params.working_set_bytes = 8ull << 20; // 2048 pages in 4 MiB blocks
+	config.params.seed = seed;
+	config.shuffle_free_list = shuffle;
+	auto workload = make_workload(config, *m.user_memory);
+	workload->prepare();
+	uint64_t low = UINT64_MAX, high = 0;
+	for (const PageRange& run : workload->pages_in_use()) {
+		low = std::min(low, run.first_page);
+		high = std::max(high, run.first_page + run.pages);
+	}
+	return high - low;
+}
+
+TEST(Workload, AShuffledFreeListSpreadsTheWorkingSetOverRam)
+{
+	const uint64_t ram_pages = kRam / 4096;
+	uint64_t widest = 0, contiguous = 0;
+	for (uint64_t seed = 1; seed <= 5; seed++) {
+		EXPECT_EQ(working_set_span_pages(false, seed), 2048u);
+		const uint64_t span = working_set_span_pages(true, seed);
+		widest = std::max(widest, span);
+		contiguous += span == 2048;
+	}
+	EXPECT_GT(widest, ram_pages / 3);
+	EXPECT_LE(contiguous, 2u); // two of eleven 4 MiB blocks side by side, now and then
 }
 
 } // namespace
