@@ -130,7 +130,13 @@ public:
 		for (double t = 0; t < config_.params.warmup_ms; t += kWarmupStepMs)
 			while (vbw_step(state_.get(), t, kStepPages) != 0) {
 			}
-		workload_ms_ = config_.params.warmup_ms;
+		{
+			// Workload time goes on from the warm-up's end, whatever clock is set.
+			std::lock_guard lock(mutex_);
+			workload_ms_ = config_.params.warmup_ms;
+			if (clock_)
+				clock_offset_ms_ = workload_ms_ - clock_();
+		}
 		publish_stats();
 		thread_ = std::thread([this] { run_busy(); });
 	}
