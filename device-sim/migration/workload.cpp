@@ -127,9 +127,12 @@ public:
 		if (config_.kind != WorkloadKind::kBusy || thread_.joinable())
 			return;
 		// The warm-up, in workload time: the migration has not started, so nothing waits.
-		for (double t = 0; t < config_.params.warmup_ms; t += kWarmupStepMs)
+		for (double t = 0;; t = std::min(t + kWarmupStepMs, config_.params.warmup_ms)) {
 			while (vbw_step(state_.get(), t, kStepPages) != 0) {
 			}
+			if (t >= config_.params.warmup_ms)
+				break;
+		}
 		{
 			// Workload time goes on from the warm-up's end, whatever clock is set.
 			std::lock_guard lock(mutex_);

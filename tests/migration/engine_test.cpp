@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -497,6 +499,34 @@ uint64_t working_set_span_pages(bool shuffle, uint64_t seed)
 		high = std::max(high, run.first_page + run.pages);
 	}
 	return high - low;
+}
+
+// The review's findings on the old busy: it never freed during a migration, wrote each page
+// once and dirtied in real time before the model clock started.
+TEST(Workload, BusyWarmsUpThenFreesAndRewritesWhileMigratingAndStandsStillBefore)
+{
+	testing::SmallMachine m(kRam);
+	WorkloadConfig config = small_workload(WorkloadKind::kBusy);
+	auto workload = make_workload(config, *m.user_memory);
+	workload->prepare();
+	const WorkloadStats prepared = workload->stats();
+	workload->start();
+	const WorkloadStats warmed = workload->stats();
+	// The warm-up (100 ms of workload time at 200 MiB/s of churn) already freed arenas.
+	EXPECT_GT(warmed.pages_freed, prepared.pages_freed);
+	// No clock yet: the workload stands still in real time.
+	std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the interval to show stillness
+	EXPECT_EQ(workload->stats().pages_written, warmed.pages_written);
+	auto machine = m.machine(*workload);
+	MigrationConfig mc = config_for(Strategy::kZeroDetect);
+	mc.link_bytes_per_second = 64.0 * (1 << 20);
+	MigrationResult r = migrate(machine, mc);
+	const WorkloadStats after = workload->stats();
+	workload->stop();
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_GT(after.pages_freed, warmed.pages_freed);
+	// The hot set (1 MiB = 256 pages at 32 MiB/s) was rewritten many times over.
+	EXPECT_GT(after.pages_written - warmed.pages_written, 4 * 256u);
 }
 
 TEST(Workload, AShuffledFreeListSpreadsTheWorkingSetOverRam)
