@@ -37,7 +37,7 @@ ci/build.sh tsan
 setarch "$(uname -m)" -R ctest --test-dir build-tsan --output-on-failure -j "$(nproc)"
 
 step "requirements traceability"
-/usr/bin/python3 spec/check_requirements.py --min-rows 92 --mutants spec/mutants.tsv spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
+/usr/bin/python3 spec/check_requirements.py --min-rows 92 --mutants spec/mutants.tsv --compare-mutants spec/compare_mutants.tsv spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
 
 step "mutants: every rule with tests broken on purpose, its tests must fail"
 ci/mutants.sh

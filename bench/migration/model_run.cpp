@@ -38,7 +38,7 @@ struct Options {
 	double downtime_ms = 300;
 	uint64_t working_set_mib = 192;
 	double freed_fraction = 0.75;
-	double busy_mib_per_s = 400;
+	double busy_mib_per_s = vbw_default_params().churn_bytes_per_second / (1 << 20);
 };
 
 // Free page reporting as the guest and device do it: free blocks taken, discarded, given back.
@@ -66,9 +66,9 @@ MigrationResult run_one(const Options& options, WorkloadKind kind, Strategy stra
 	auto user = make_allocator_user_memory(memory, allocator);
 	WorkloadConfig wc;
 	wc.kind = kind;
-	wc.working_set_bytes = options.working_set_mib << 20;
-	wc.freed_fraction = options.freed_fraction;
-	wc.busy_bytes_per_second = options.busy_mib_per_s * (1 << 20);
+	wc.params.working_set_bytes = options.working_set_mib << 20;
+	wc.params.freed_fraction = options.freed_fraction;
+	wc.params.churn_bytes_per_second = options.busy_mib_per_s * (1 << 20);
 	auto workload = make_workload(wc, *user);
 	workload->prepare();
 	if (uses_reports(strategy))
@@ -117,7 +117,7 @@ int main(int argc, char** argv)
 	app.add_option("--downtime-ms", options.downtime_ms, "downtime limit");
 	app.add_option("--working-set-mib", options.working_set_mib, "the booted guest's working set");
 	app.add_option("--freed-fraction", options.freed_fraction, "freed: share of RAM written then freed");
-	app.add_option("--busy-mib-per-s", options.busy_mib_per_s, "busy: allocate+write+free rate");
+	app.add_option("--busy-mib-per-s", options.busy_mib_per_s, "busy: arena turnover (allocate+write+free), MiB per second of model time");
 	CLI11_PARSE(app, argc, argv);
 
 	std::vector<Strategy> strategies;

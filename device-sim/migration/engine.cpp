@@ -30,6 +30,7 @@
 #include "migration/page_bitmap.h"
 #include "migration/workload.h"
 #include "migration/zero_page.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim::migration
 {
@@ -533,7 +534,9 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			land_hints();
 			std::fill(harvested.begin(), harvested.end(), 0);
 			log.harvest(harvested.data());
-			to_send.or_words(harvested.data());
+			// Mutant (spec/compare_mutants.tsv): the bulk pass's harvest thrown away.
+			if (!(round == 0 && VB_MUTANT(MIG_FIRST_HARVEST_DROPPED)))
+				to_send.or_words(harvested.data());
 			for (const PageRange& range : machine.always_dirty)
 				to_send.set_range(range.first_page, range.pages);
 			round_sync_ns += thread_cpu_ns() - start;
@@ -595,7 +598,9 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			const uint64_t start = thread_cpu_ns();
 			std::fill(harvested.begin(), harvested.end(), 0);
 			log.harvest_final(harvested.data());
-			to_send.or_words(harvested.data());
+			// Mutant (spec/compare_mutants.tsv): stop-and-copy sends only what was left.
+			if (!VB_MUTANT(MIG_STOP_AND_COPY_IGNORES_DIRTY_LOG))
+				to_send.or_words(harvested.data());
 			for (const PageRange& range : machine.always_dirty)
 				to_send.set_range(range.first_page, range.pages);
 			const uint64_t final_sync_ns = thread_cpu_ns() - start;

@@ -61,10 +61,15 @@ WorkloadConfig small(WorkloadKind kind)
 {
 	WorkloadConfig c;
 	c.kind = kind;
-	c.working_set_bytes = 4ull << 20;
-	c.busy_live_bytes = 4ull << 20;
-	c.busy_allocation_bytes = 256ull << 10;
-	c.busy_bytes_per_second = 100.0 * (1 << 20);
+	c.params.working_set_bytes = 4ull << 20;
+	c.params.live_bytes = 4ull << 20;
+	c.params.arena_bytes = 256ull << 10;
+	c.params.churn_bytes_per_second = 100.0 * (1 << 20);
+	c.params.hot_bytes = 1ull << 20;
+	c.params.hot_bytes_per_second = 32.0 * (1 << 20);
+	c.params.cache_bytes = 1ull << 20;
+	c.params.cache_bytes_per_second = 4.0 * (1 << 20);
+	c.params.warmup_ms = 100;
 	return c;
 }
 

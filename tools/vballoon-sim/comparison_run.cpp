@@ -2,10 +2,11 @@
 #include "comparison_run.h"
 
 #include <algorithm>
-#include <stdexcept>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 #include "machine/machine_builder.h"
 #include "machine/migration_wiring.h"
@@ -27,13 +28,7 @@ ComparisonRow failed(ComparisonRow row, const std::string& why)
 
 migration::WorkloadConfig workload_for(migration::WorkloadKind kind, uint64_t ram_bytes)
 {
-	constexpr uint64_t kPage = GuestMemory::kPageBytes;
-	migration::WorkloadConfig config;
-	config.kind = kind;
-	config.working_set_bytes = std::min(config.working_set_bytes, ram_bytes / 8 / kPage * kPage);
-	config.busy_live_bytes = std::min(config.busy_live_bytes, ram_bytes / 4 / kPage * kPage);
-	config.busy_allocation_bytes = std::min(config.busy_allocation_bytes, config.busy_live_bytes);
-	return config;
+	return migration::workload_for_ram(kind, ram_bytes);
 }
 
 std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
@@ -98,6 +93,9 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 		described.described().clock = &clock;
 		{
 			load->start();
+			if (reporting &&
+			    !migration::wait_for_reporting_to_settle(machine->guest, std::chrono::seconds(60)))
+				return fail_rest("free page reporting did not settle within 60 s");
 			// The busy workload's thread stops even when the model throws.
 			struct StopOnExit {
 				migration::Workload& workload;
