@@ -28,7 +28,6 @@
 #ifndef VBSIM_MIGRATION_MIGRATION_H
 #define VBSIM_MIGRATION_MIGRATION_H
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -159,24 +158,24 @@ struct MigrationConfig {
 	bool verify = true;
 };
 
-// The model clock, in ms: it runs on the wall clock from its creation until a migration
-// starts, on model time while migrate() drives it, and on the wall clock again after, never
-// going back. A workload started before the migration paces itself by it from its start.
+// The model clock, in ms, for a workload to pace itself by from before it starts: it reads
+// 0 until a migration drives it, model time while migrate() does, and stands still at the
+// last reading between migrations, never going back. Nothing is dirtied in real time
+// outside the model's clock.
 class ModelClock
 {
 public:
-	ModelClock();
 	double now_ms() const;
-	// For migrate(): from now on the clock reads base_ms + in_round() (model time).
+	// For migrate(): from now on the clock reads `model_now_ms` (model time, which must
+	// start where the clock stands).
 	void drive(std::function<double()> model_now_ms);
-	// Back to the wall clock, continuing from the model's last reading.
+	// The clock stands still at the model's last reading.
 	void release();
 
 private:
 	mutable std::mutex mutex_;
 	std::function<double()> model_;
-	double wall_offset_ms_ = 0; // added to the wall clock's reading
-	std::chrono::steady_clock::time_point start_;
+	double stood_ms_ = 0;
 };
 
 // One round as it finished (round 0 is the bulk pass; the last is stop-and-copy).

@@ -1,23 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <algorithm>
+
 #include "migration/migration.h"
 
 namespace vbsim::migration
 {
 
-namespace
-{
-double wall_ms(std::chrono::steady_clock::time_point since)
-{
-	return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
-}
-} // namespace
-
-ModelClock::ModelClock() : start_(std::chrono::steady_clock::now()) {}
-
 double ModelClock::now_ms() const
 {
 	std::lock_guard lock(mutex_);
-	return model_ ? model_() : wall_offset_ms_ + wall_ms(start_);
+	return model_ ? model_() : stood_ms_;
 }
 
 void ModelClock::drive(std::function<double()> model_now_ms)
@@ -31,10 +23,8 @@ void ModelClock::release()
 	std::lock_guard lock(mutex_);
 	if (!model_)
 		return;
-	const double last = model_();
+	stood_ms_ = std::max(stood_ms_, model_());
 	model_ = {};
-	start_ = std::chrono::steady_clock::now();
-	wall_offset_ms_ = last;
 }
 
 } // namespace vbsim::migration

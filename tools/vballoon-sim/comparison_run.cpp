@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 #include "machine/machine_builder.h"
 #include "machine/migration_wiring.h"
@@ -33,13 +34,17 @@ migration::WorkloadConfig workload_for(migration::WorkloadKind kind, uint64_t ra
 
 std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
 					  const std::vector<migration::Strategy>& strategies,
-					  const migration::MigrationConfig& base_config, unsigned repeat,
+					  const migration::MigrationConfig& base_config,
+					  const std::function<unsigned(migration::Strategy)>& runs_of,
 					  const std::function<void(migration::Strategy, unsigned)>& starting_run,
 					  const migration::ProgressCallback& progress)
 {
 	std::vector<ComparisonRow> rows;
 	if (strategies.empty())
 		return rows;
+	unsigned repeat = 0;
+	for (migration::Strategy strategy : strategies)
+		repeat = std::max(repeat, runs_of(strategy));
 	auto row_for = [&](migration::Strategy strategy, unsigned run) {
 		ComparisonRow row;
 		row.workload = migration::workload_name(workload);
@@ -53,6 +58,8 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 	auto fail_rest = [&](const std::string& why) {
 		for (unsigned run = 0; run < repeat; run++)
 			for (migration::Strategy strategy : strategies) {
+				if (run >= runs_of(strategy))
+					continue;
 				const bool done = std::any_of(rows.begin(), rows.end(), [&](const ComparisonRow& r) {
 					return r.run == run && r.result.strategy == strategy;
 				});
@@ -103,6 +110,8 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 			// the strategies taking turns so that they see the same host conditions.
 			for (unsigned run = 0; run < repeat; run++) {
 				for (migration::Strategy strategy : strategies) {
+					if (run >= runs_of(strategy))
+						continue;
 					if (starting_run)
 						starting_run(strategy, run);
 					// The run waits for reporting to settle (as the real-QEMU runs wait

@@ -22,13 +22,14 @@ namespace vbsim
 // working set of an eighth of its RAM and a busy footprint of a quarter at most.
 migration::WorkloadConfig workload_for(migration::WorkloadKind kind, uint64_t ram_bytes);
 
-// `repeat` rounds of migrations of one prepared machine (the guest after a migration is the
-// guest before it), each strategy in turn, one row each. The strategies must need the same
+// Migrations of one prepared machine (the guest after a migration is the guest before it):
+// `runs_of(strategy)` runs of each strategy, the strategies taking turns, one row each. The strategies must need the same
 // device features (hinting, reporting). Never throws for a failed run: its row has
 // verified = false and error set. `starting_run` (optional) is told each run before it starts.
 std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
 					  const std::vector<migration::Strategy>& strategies,
-					  const migration::MigrationConfig& base_config, unsigned repeat,
+					  const migration::MigrationConfig& base_config,
+					  const std::function<unsigned(migration::Strategy)>& runs_of,
 					  const std::function<void(migration::Strategy, unsigned)>& starting_run,
 					  const migration::ProgressCallback& progress);
 
