@@ -22,7 +22,7 @@ rates vbwork reached (SIGUSR1). Written as JSON ($VBALLOON_CALIBRATION_JSON, def
 <work>/calibration.json); the committed figures are tests/guest/calibration/qemu-7.2.json.
 
 Marked calibration and left out of the default run: `pytest tests/guest -m calibration`
-(about 25-40 minutes here).
+(about 11 minutes here, load average 5-11).
 """
 
 from __future__ import annotations
