@@ -37,7 +37,7 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 					  const migration::MigrationConfig& base_config,
 					  const std::function<unsigned(migration::Strategy)>& runs_of,
 					  const std::function<void(migration::Strategy, unsigned)>& starting_run,
-					  const migration::ProgressCallback& progress)
+					  const migration::ProgressCallback& progress, bool shuffle_free_list)
 {
 	std::vector<ComparisonRow> rows;
 	if (strategies.empty())
@@ -89,8 +89,9 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 		// the OOM notifier), as their page faults would.
 		std::unique_ptr<migration::GuestUserMemory> user =
 			migration::make_sim_guest_user_memory(machine->memory, machine->guest);
-		std::unique_ptr<migration::Workload> load =
-			migration::make_workload(workload_for(workload, ram_bytes), *user);
+		migration::WorkloadConfig workload_config = workload_for(workload, ram_bytes);
+		workload_config.shuffle_free_list = shuffle_free_list;
+		std::unique_ptr<migration::Workload> load = migration::make_workload(workload_config, *user);
 		// One clock from before the workload starts: the workload paces itself by it
 		// throughout, the migrations drive it while they run.
 		migration::ModelClock clock;
