@@ -15,6 +15,7 @@ cmake -S . -B build-mutants -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVB_MUTA
 cmake --build build-mutants -j "$(nproc)" --target core_tests device_sim_unit_tests \
 	device_sim_tests system_tests migration_tests
 /usr/bin/python3 spec/check_requirements.py --no-test-check --mutants spec/mutants.tsv \
+	--compare-mutants spec/compare_mutants.tsv \
 	spec/requirements.md >/dev/null
 # Twice as many runs as cores: a caught mutant often leaves a test sleeping out its own
 # deadline (the stats tests wait 60 s for a report that never comes), which costs no CPU.

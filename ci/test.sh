@@ -6,7 +6,8 @@
 #   2. the same suites under ASan + UBSan
 #   3. the same suites under ThreadSanitizer (device thread, guest worker, eventfds)
 #   4. the requirements table checked against the test binaries and the mutant map
-#   5. the mutants: each rule broken on purpose, its tests must fail (build-mutants/)
+#   5. the mutants: each rule broken on purpose, its tests must fail (build-mutants/); and
+#      the migration model's mutants, which `vballoon-sim compare` itself must catch
 #   6. the libFuzzer targets: built (clang, ASan + UBSan), every regression replayed, each
 #      target run for 60 s (ci/fuzz.sh; tests/fuzz/README.md)
 #   7. the kernel module against Debian 12's 6.1 and Debian's 6.12 (ci/kernel-matrix.sh):
@@ -41,10 +42,13 @@ ci/build.sh tsan
 setarch "$(uname -m)" -R ctest --test-dir build-tsan --output-on-failure -j "$(nproc)"
 
 step "requirements traceability"
-/usr/bin/python3 spec/check_requirements.py --min-rows 92 --mutants spec/mutants.tsv spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
+/usr/bin/python3 spec/check_requirements.py --min-rows 92 --mutants spec/mutants.tsv --compare-mutants spec/compare_mutants.tsv spec/requirements.md $(find build/tests -maxdepth 2 -type f -name '*_tests' -perm -u+x | sort)
 
 step "mutants: every rule with tests broken on purpose, its tests must fail"
 ci/mutants.sh
+
+step "mutants of the migration model: vballoon-sim compare must catch each"
+ci/compare_mutants.sh
 
 step "fuzzers: regressions and 60 s per target"
 ci/fuzz.sh 60

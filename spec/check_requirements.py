@@ -390,8 +390,38 @@ def mutant_hooks(root):
     return hooks
 
 
-def check_mutants(path, rows, map_path, mutants, partial, hooks):
-    """Errors tying the mutant map to the rows, the sources and the partial list."""
+def check_compare_mutants(map_path, hooks):
+    """([names], errors) of the compare mutant list (spec/compare_mutants.tsv: name, what it
+    breaks): every name well formed, unique and with its hook in the sources."""
+    try:
+        with open(map_path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        return [], ["%s: cannot read: %s" % (map_path, e.strerror)]
+    names, errors = [], []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        cells = line.split("\t")
+        where = "%s:%d" % (map_path, lineno)
+        if len(cells) not in (2, 3) or not all(c.strip() for c in cells):
+            errors.append("%s: want two or three tab-separated cells (mutant, what it breaks, "
+                          "why compare misses it)" % where)
+            continue
+        name = cells[0].strip()
+        if not MUTANT_NAME_RE.match(name):
+            errors.append("%s: malformed mutant name %r" % (where, name))
+        elif name in names:
+            errors.append("%s: duplicate mutant %s" % (where, name))
+        elif name not in hooks:
+            errors.append("%s: no VB_MUTANT(%s) hook in %s" % (where, name, "/, ".join(HOOK_DIRS) + "/"))
+        names.append(name)
+    return names, errors
+
+
+def check_mutants(path, rows, map_path, mutants, partial, hooks, also_known=()):
+    """Errors tying the mutant map to the rows, the sources and the partial list. Hooks
+    named in also_known (the compare mutant list) need no row."""
     errors = []
     by_id = {r.id: r for r in rows}
     mutated = set()
@@ -407,7 +437,7 @@ def check_mutants(path, rows, map_path, mutants, partial, hooks):
             mutated.add(m.row)
         if m.name not in hooks:
             errors.append("%s: no VB_MUTANT(%s) hook in %s" % (where, m.name, "/, ".join(HOOK_DIRS) + "/"))
-    known = {m.name for m in mutants}
+    known = {m.name for m in mutants} | set(also_known)
     for name, places in sorted(hooks.items()):
         if name not in known:
             errors.append("%s: VB_MUTANT(%s) is not in %s" % (places[0], name, map_path))
@@ -457,6 +487,9 @@ def run(argv):
     ap.add_argument("--mutants", metavar="TSV",
                     help="cross-check the mutant map (spec/mutants.tsv) with the rows, the "
                          "VB_MUTANT() hooks under --root and the partial-coverage list")
+    ap.add_argument("--compare-mutants", metavar="TSV",
+                    help="with --mutants: the migration model's mutants that `vballoon-sim "
+                         "compare` must catch (spec/compare_mutants.tsv); their hooks need no row")
     ap.add_argument("--summary", action="store_true",
                     help="print the coverage summary to paste at the end of the file, and exit")
     ap.add_argument("--self-test", action="store_true", help="run the built-in self test")
@@ -486,9 +519,14 @@ def run(argv):
     if args.mutants:
         mutants, map_errors = parse_mutant_map(args.mutants)
         errors += map_errors
+        compare_names = []
+        if args.compare_mutants:
+            compare_names, compare_errors = check_compare_mutants(args.compare_mutants,
+                                                                  mutant_hooks(args.root))
+            errors += compare_errors
         if not map_errors:
             errors += check_mutants(path, rows, args.mutants, mutants, partial_rows(path),
-                                    mutant_hooks(args.root))
+                                    mutant_hooks(args.root), compare_names)
 
     named = sorted({t for r in rows for t in r.tests})
     pytest_named = sorted({t for r in rows for t in r.pytests})

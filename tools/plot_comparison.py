@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
 """Plot what `vballoon-sim compare --json` wrote: bytes sent, total time, host CPU and
-downtime per strategy, one group of bars per workload. The output format follows the
+downtime per strategy (the median run), one group of bars per workload, and the crossover:
+hint+zero-detect's total time against zero-detect's at 1, 10, 25, 100 Gbit/s and unlimited,
+median and min-max over the runs, one line per workload. The output format follows the
 file name (.png or .svg).
 
     tools/plot_comparison.py results.json comparison.svg
@@ -34,12 +36,46 @@ def ordered_unique(values):
     return seen
 
 
-def plot(results, setup, out_path):
+def median_runs(results):
+    """The run with the median total time of each workload and strategy."""
+    runs = {}
+    for r in results:
+        runs.setdefault((r["workload"], r["strategy"]), []).append(r)
+    chosen = {}
+    for key, rows in runs.items():
+        rows = sorted(rows, key=lambda r: r["total_ms"])
+        chosen[key] = rows[(len(rows) - 1) // 2]
+    return chosen
+
+
+def plot_crossover(ax, summary):
+    ax.set_title("hint+zero-detect / zero-detect, total time")
+    labels = None
+    for entry in summary:
+        points = entry["crossover"]
+        labels = ["unlimited" if p["link_gbit"] is None else f"{p['link_gbit']:g} Gbit/s" for p in points]
+        median = [p["time_ratio"]["median"] for p in points]
+        low = [m - p["time_ratio"]["min"] for m, p in zip(median, points)]
+        high = [p["time_ratio"]["max"] - m for m, p in zip(median, points)]
+        ax.errorbar(range(len(points)), median, yerr=[low, high], marker="o", capsize=3,
+                    label=entry["workload"])
+    if labels:
+        ax.set_xticks(range(len(labels)), labels, rotation=30)
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("ratio (1 = hints gain nothing)")
+    ax.legend(fontsize="small")
+
+
+def plot(results, setup, summary, out_path):
     workloads = ordered_unique(r["workload"] for r in results)
     strategies = ordered_unique(r["strategy"] for r in results)
-    by_key = {(r["workload"], r["strategy"]): r for r in results}
+    by_key = median_runs(results)
     width = 0.8 / len(strategies)
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 5))
+    panels = len(PANELS) + (1 if summary else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 5))
+    if summary:
+        plot_crossover(axes[-1], summary)
     for ax, (field, label, scale) in zip(axes, PANELS):
         for i, strategy in enumerate(strategies):
             xs, heights = [], []
@@ -56,6 +92,10 @@ def plot(results, setup, out_path):
     title = "vballoon-sim compare"
     if setup.get("ram_mib"):
         title += f": {setup['ram_mib']} MiB guest"
+    if setup.get("host"):
+        link = setup.get("link_bytes_per_second")
+        link = "unlimited link" if link is None else f"{link * 8 / 1e9:g} Gbit/s"
+        title += f", host {setup['host']}, {link}, {setup.get('repeat', 1)} run(s) per cell"
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.07, 1, 1))  # room for the legend below
     fig.savefig(out_path)
@@ -75,7 +115,7 @@ def main(argv):
     if not results:
         print(f"{argv[0]}: {argv[1]} holds no results", file=sys.stderr)
         return 1
-    plot(results, data.get("setup", {}), argv[2])
+    plot(results, data.get("setup", {}), data.get("summary", []), argv[2])
     return 0
 
 

@@ -14,6 +14,7 @@
 #include "buddy_allocator.h"
 #include "memory/guest_memory.h"
 #include "migration/direct_hinter.h"
+#include "migration/host_profile.h"
 #include "migration/migration.h"
 #include "migration/workload.h"
 #include "migration/zero_page.h"
@@ -37,7 +38,7 @@ struct Options {
 	double downtime_ms = 300;
 	uint64_t working_set_mib = 192;
 	double freed_fraction = 0.75;
-	double busy_mib_per_s = 400;
+	double busy_mib_per_s = vbw_default_params().churn_bytes_per_second / (1 << 20);
 };
 
 // Free page reporting as the guest and device do it: free blocks taken, discarded, given back.
@@ -65,9 +66,9 @@ MigrationResult run_one(const Options& options, WorkloadKind kind, Strategy stra
 	auto user = make_allocator_user_memory(memory, allocator);
 	WorkloadConfig wc;
 	wc.kind = kind;
-	wc.working_set_bytes = options.working_set_mib << 20;
-	wc.freed_fraction = options.freed_fraction;
-	wc.busy_bytes_per_second = options.busy_mib_per_s * (1 << 20);
+	wc.params.working_set_bytes = options.working_set_mib << 20;
+	wc.params.freed_fraction = options.freed_fraction;
+	wc.params.churn_bytes_per_second = options.busy_mib_per_s * (1 << 20);
 	auto workload = make_workload(wc, *user);
 	workload->prepare();
 	if (uses_reports(strategy))
@@ -85,9 +86,9 @@ MigrationResult run_one(const Options& options, WorkloadKind kind, Strategy stra
 	machine.resume_guest = [] {};
 	MigrationConfig mc;
 	mc.strategy = strategy;
-	if (options.link_gbit > 0)
-		mc.link_bytes_per_second = options.link_gbit * 1e9 / 8;
-	mc.sender_threads = options.threads;
+	// The engine's own figures: the `ideal` host (hints at once, multifd zero detection).
+	apply_host_profile(*find_host_profile("ideal"), options.threads, mc);
+	mc.link_bytes_per_second = options.link_gbit > 0 ? options.link_gbit * 1e9 / 8 : kUnlimitedLink;
 	mc.downtime_limit_ms = options.downtime_ms;
 	if (options.hot_zero_page)
 		mc.untouched_page_reads = UntouchedPageReads::kSharedZeroPage;
@@ -108,7 +109,7 @@ int main(int argc, char** argv)
 	app.add_option("--ram-mib", options.ram_mib, "guest RAM in MiB");
 	app.add_option("--workload", options.workloads, "fresh, freed, busy");
 	app.add_option("--strategy", options.strategies, "default: all");
-	app.add_option("--link-gbit", options.link_gbit, "link in Gbit/s (default: the seeds' 100G)");
+	app.add_option("--link-gbit", options.link_gbit, "link in Gbit/s (default: unlimited, the seeds' 100G)");
 	app.add_option("--threads", options.threads, "sender threads");
 	app.add_flag("--legacy-zero", options.legacy_zero, "zero detection in one thread (QEMU < 9.0)");
 	app.add_flag("--hot-zero-page", options.hot_zero_page,
@@ -116,7 +117,7 @@ int main(int argc, char** argv)
 	app.add_option("--downtime-ms", options.downtime_ms, "downtime limit");
 	app.add_option("--working-set-mib", options.working_set_mib, "the booted guest's working set");
 	app.add_option("--freed-fraction", options.freed_fraction, "freed: share of RAM written then freed");
-	app.add_option("--busy-mib-per-s", options.busy_mib_per_s, "busy: allocate+write+free rate");
+	app.add_option("--busy-mib-per-s", options.busy_mib_per_s, "busy: arena turnover (allocate+write+free), MiB per second of model time");
 	CLI11_PARSE(app, argc, argv);
 
 	std::vector<Strategy> strategies;
@@ -136,7 +137,7 @@ int main(int argc, char** argv)
 		   options.ram_mib, options.threads, zero_check_kind(),
 		   options.legacy_zero ? "legacy: one thread" : "multifd",
 		   options.hot_zero_page ? "from a hot zero page" : "at memory speed", options.working_set_mib,
-		   options.link_gbit > 0 ? fmt::format("{} Gbit/s", options.link_gbit) : "100 GiB/s (seeds)");
+		   options.link_gbit > 0 ? fmt::format("{} Gbit/s", options.link_gbit) : "unlimited (seeds)");
 	fmt::print("{:<7} {:<19} {:>9} {:>8} {:>9} {:>8} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8}\n", "work", "strategy",
 		   "MiB sent", "pages", "zero", "hinted", "reported", "total ms", "down ms", "hostCPU", "rounds",
 		   "verified");

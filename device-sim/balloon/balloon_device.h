@@ -140,6 +140,8 @@ public:
 	// (a slow host), so a round fills the ring and waits; release serves them all. How a
 	// test shows that a waiting round blocks nothing else.
 	void hold_free_page_queue();
+	// Device-thread CPU time spent on free_page_vq so far (thread clock), in ms.
+	double free_page_queue_cpu_ms() const { return free_page_queue_cpu_ns_.load() / 1e6; }
 	void release_free_page_queue();
 
 	// ---- Observers -------------------------------------------------------------------
@@ -173,6 +175,7 @@ private:
 	void timer_expired() override;
 
 	void drain_queue(unsigned index, vb_queue_kind kind);
+	void drain_queue_chains(unsigned index, vb_queue_kind kind);
 	void handle_chain(DeviceQueue& queue, vb_queue_kind kind, const DescriptorChain& chain);
 	void handle_inflate(DeviceQueue& queue, const DescriptorChain& chain);
 	void handle_deflate(DeviceQueue& queue, const DescriptorChain& chain);
@@ -227,6 +230,7 @@ private:
 	std::atomic<uint32_t> actual_{0};
 	std::atomic<bool> hold_deflate_acks_{false};
 	std::atomic<bool> hold_free_page_queue_{false};
+	std::atomic<uint64_t> free_page_queue_cpu_ns_{0};
 	std::atomic<size_t> held_deflates_count_{0};
 	mutable std::mutex progress_mutex_;
 	mutable std::condition_variable progress_;

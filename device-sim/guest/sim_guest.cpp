@@ -372,7 +372,7 @@ bool SimGuest::wait_for_stats_reports(uint64_t count, std::chrono::milliseconds 
 				       [&] { return core_ && core_->counters().stats_reports.get() >= count; });
 }
 
-UserMemory SimGuest::allocate_user_memory(uint64_t pages, uint8_t fill_byte)
+UserMemory SimGuest::allocate_user_memory(uint64_t pages, std::optional<uint8_t> fill_byte)
 {
 	UserMemory user;
 	unsigned order = BuddyAllocator::kMaxOrder;
@@ -404,7 +404,7 @@ UserMemory SimGuest::allocate_user_memory(uint64_t pages, uint8_t fill_byte)
 		}
 		vb::PageRun run = {*block, 1ull << order};
 		os_->check_reuse(run.first_pfn, run.count);
-		if (!memory_.fill(run.first_pfn * kPageBytes, fill_byte, run.count * kPageBytes))
+		if (fill_byte && !memory_.fill(run.first_pfn * kPageBytes, *fill_byte, run.count * kPageBytes))
 			throw std::logic_error("user memory outside guest RAM");
 		os_->count_minor_faults(run.count);
 		user.runs.push_back(run);

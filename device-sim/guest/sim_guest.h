@@ -88,9 +88,10 @@ public:
 	// Blocks until the driver answered `count` stats requests in total.
 	bool wait_for_stats_reports(uint64_t count, std::chrono::milliseconds timeout);
 
-	// Allocates and writes `pages` of user memory, running the OOM notifier when the
-	// allocator is empty.
-	UserMemory allocate_user_memory(uint64_t pages, uint8_t fill_byte);
+	// Allocates `pages` of user memory and fills them with fill_byte (nullopt: leaves them
+	// unwritten, for a caller that writes every page itself), running the OOM notifier when
+	// the allocator is empty.
+	UserMemory allocate_user_memory(uint64_t pages, std::optional<uint8_t> fill_byte);
 	void free_user_memory(UserMemory& memory);
 	// Compaction moves ballooned page `pfn` to a free page; false when the balloon was busy
 	// or no page was free.
@@ -109,6 +110,7 @@ public:
 	// adjust pass, a stats reply, a hint work item, a reporting pass); false on timeout.
 	bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 	uint64_t report_passes() const { return report_passes_; }
+	const SimGuestOptions& options() const { return options_; }
 	// CPU the guest's threads spent on free page hint work items and reporting passes
 	// (their own thread CPU time, not the time waiting for the device), in ms.
 	double free_page_cpu_ms() const { return free_page_cpu_ns_.load() / 1e6; }

@@ -22,6 +22,7 @@ MachineForMigration::MachineForMigration(SimMachine& machine, migration::Workloa
 		described_.set_free_page_observer = [device](FreePageEvents* observer) {
 			device->set_free_page_events(observer);
 		};
+		described_.device_free_page_cpu_ms = [device] { return device->free_page_queue_cpu_ms(); };
 	}
 	SimGuest* guest = &machine.guest;
 	// A stopped VM: its vCPUs first (their work items may wait on the device), then the

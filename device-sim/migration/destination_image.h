@@ -25,6 +25,7 @@ public:
 	// Whether the page differs from `expected` (nullptr: an all-zero page).
 	bool differs(uint64_t page, const uint8_t* expected) const;
 	uint64_t pages_written() const;
+	bool holds(uint64_t page) const { return page < bytes_ / 4096; }
 
 private:
 	uint8_t* base_ = nullptr;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "vballoon/support/mutant.h"
+
 namespace vbsim
 {
 
@@ -57,6 +59,10 @@ uint64_t DirtyLog::harvest(uint64_t* into)
 
 uint64_t DirtyLog::harvest_final(uint64_t* into)
 {
+	// Mutant (spec/compare_mutants.tsv): only the bitmap the last harvest retired, not the
+	// one the guest has been marking since.
+	if (VB_MUTANT(MIG_FINAL_HARVEST_ONE_BITMAP))
+		return collect(retired_, words_, into);
 	uint64_t added = harvest(into);
 	added += collect(active_.load(std::memory_order_acquire), words_, into);
 	return added;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -21,6 +22,7 @@
 #include <time.h>
 
 #include "memory/guest_memory.h"
+#include "migration/channel.h"
 #include "migration/destination_image.h"
 #include "migration/dirty_log.h"
 #include "migration/free_page_tracker.h"
@@ -28,6 +30,7 @@
 #include "migration/page_bitmap.h"
 #include "migration/workload.h"
 #include "migration/zero_page.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim::migration
 {
@@ -82,25 +85,26 @@ struct RoundCounters {
 	std::atomic<uint64_t> skipped_reported{0};
 	std::atomic<uint64_t> bytes{0};
 	std::atomic<uint64_t> scan_ns{0};
-	std::atomic<uint64_t> copy_ns{0};
+	std::atomic<uint64_t> send_ns{0};
 
 	void reset()
 	{
-		for (auto* counter : {&pages_sent, &zero_pages, &skipped_reported, &bytes, &scan_ns, &copy_ns})
+		for (auto* counter : {&pages_sent, &zero_pages, &skipped_reported, &bytes, &scan_ns, &send_ns})
 			counter->store(0, std::memory_order_relaxed);
 	}
 };
 
-// The sender threads: each round they take chunks of the to-send bitmap until none is
-// left. Their CPU time is measured per thread with the thread clock, so other jobs on the
-// machine do not inflate it.
+// The sender threads, one per channel: each round they take chunks of the to-send bitmap
+// until none is left (or the iteration's model time is up), and write every page they send
+// into their channel's socket. Their CPU time is measured per thread with the thread
+// clock, so other jobs on the machine do not inflate it.
 class Senders
 {
 public:
-	Senders(const MigrationConfig& config, GuestMemory& memory, PageBitmap& to_send,
-		DestinationImage& destination, const Residency& residency)
-		: config_(config), memory_(memory), to_send_(to_send), destination_(destination),
-		  residency_(residency), base_(memory.translate(0, memory.size())),
+	Senders(const MigrationConfig& config, PageBitmap& to_send, DestinationImage& destination,
+		const GuestMemory& memory, const Residency& residency)
+		: config_(config), to_send_(to_send), residency_(residency),
+		  base_(memory.translate(0, memory.size())),
 		  zero_pages_(config.untouched_page_reads == UntouchedPageReads::kSharedZeroPage
 				      ? kChunkPages
 				      : std::min(kPopulatedZeroPages, memory.size() / kPage)),
@@ -114,7 +118,10 @@ public:
 		madvise(zero_block_, zero_pages_ * kPage, MADV_HUGEPAGE);
 		// Populate it now (a write fault per page), so the senders read memory.
 		std::memset(zero_block_, 0, zero_pages_ * kPage);
-		for (unsigned i = 0; i < std::max(1u, config.sender_threads); i++)
+		const unsigned threads = std::max(1u, config.sender_threads);
+		for (unsigned i = 0; i < threads; i++)
+			channels_.push_back(std::make_unique<Channel>(destination, config.zero_page_extra_bytes));
+		for (unsigned i = 0; i < threads; i++)
 			threads_.emplace_back([this, i] { run(i); });
 	}
 
@@ -127,25 +134,46 @@ public:
 		wake_.notify_all();
 		for (std::thread& thread : threads_)
 			thread.join();
+		channels_.clear(); // the receivers drain and stop
 		munmap(zero_block_, zero_pages_ * kPage);
 	}
 
-	// Sends every page set in the bitmap; returns when all senders are done.
-	void run_round(RoundCounters& counters)
+	// A round starts from the bitmap's first word.
+	void begin_round(RoundCounters& counters)
 	{
-		std::unique_lock lock(mutex_);
+		std::lock_guard lock(mutex_);
 		counters_ = &counters;
 		cursor_.store(0, std::memory_order_relaxed);
 		for (auto& cpu : per_thread_cpu_ns_)
 			cpu.store(0, std::memory_order_relaxed);
+	}
+
+	// One iteration: the senders go on until the bitmap is done or `over` says the
+	// iteration's time is up (checked before each chunk). True when the round is done.
+	bool run_iteration(const std::function<bool()>& over)
+	{
+		std::unique_lock lock(mutex_);
+		over_ = &over;
 		busy_ = threads_.size();
 		generation_++;
 		wake_.notify_all();
 		done_.wait(lock, [this] { return busy_ == 0; });
+		over_ = nullptr;
+		return cursor_.load(std::memory_order_relaxed) >= to_send_.words();
+	}
+
+	// End of a round: every channel's receiver has applied all it was sent (QEMU's
+	// multifd sync), so a page resent next round cannot be overtaken by its older copy.
+	// Returns the bytes the sync records took.
+	uint64_t sync_channels()
+	{
+		for (auto& channel : channels_)
+			channel->sync();
+		return channels_.size() * kPageHeaderBytes;
 	}
 
 	// Largest CPU time of one sender in the round so far, in ns (the round's critical path
-	// when each sender has a core, as QEMU's multifd threads would).
+	// when each sender has a core, as QEMU's channel threads would).
 	uint64_t max_thread_cpu_ns() const
 	{
 		uint64_t most = 0;
@@ -154,16 +182,30 @@ public:
 		return most;
 	}
 
+	uint64_t bytes_received() const
+	{
+		uint64_t n = 0;
+		for (const auto& channel : channels_)
+			n += channel->bytes_received();
+		return n;
+	}
+	double receiver_cpu_ms() const
+	{
+		double ms = 0;
+		for (const auto& channel : channels_)
+			ms += channel->receiver_cpu_ms();
+		return ms;
+	}
+
 private:
 	void run(unsigned index)
 	{
 		std::vector<uint64_t> pages;
 		pages.reserve(kChunkPages);
-		std::vector<uint8_t> kind(kChunkPages);
-		std::unique_ptr<uint8_t[]> staging(new uint8_t[kChunkPages * kPage]);
 		uint64_t seen_generation = 0;
 		for (;;) {
 			RoundCounters* counters;
+			const std::function<bool()>* over;
 			{
 				std::unique_lock lock(mutex_);
 				wake_.wait(lock, [&] { return quit_ || generation_ != seen_generation; });
@@ -171,20 +213,21 @@ private:
 					return;
 				seen_generation = generation_;
 				counters = counters_;
+				over = over_;
 			}
-			for (;;) {
+			while (!(*over)()) {
 				const uint64_t first_word = cursor_.fetch_add(kChunkWords, std::memory_order_relaxed);
-				if (first_word >= to_send_.words())
+				if (first_word >= to_send_.words()) {
+					cursor_.store(to_send_.words(), std::memory_order_relaxed);
 					break;
-				send_chunk(index, first_word, pages, kind, staging.get(), *counters);
+				}
+				send_chunk(index, first_word, pages, *counters);
 			}
 			std::lock_guard lock(mutex_);
 			if (--busy_ == 0)
 				done_.notify_all();
 		}
 	}
-
-	enum PageKind : uint8_t { kWhole, kZero, kAbsent };
 
 	const uint8_t* source_page(uint64_t page) const
 	{
@@ -193,63 +236,57 @@ private:
 	}
 
 	void send_chunk(unsigned index, uint64_t first_word, std::vector<uint64_t>& pages,
-			std::vector<uint8_t>& kind, uint8_t* staging, RoundCounters& counters)
+			RoundCounters& counters)
 	{
+		const uint64_t t0 = thread_cpu_ns();
 		// Take the chunk's bits now: a hint that lands after this is too late for them.
 		pages.clear();
 		const uint64_t end_word = std::min(first_word + kChunkWords, to_send_.words());
 		for (uint64_t w = first_word; w < end_word; w++)
 			for (uint64_t bits = to_send_.take_word(w); bits != 0; bits &= bits - 1)
 				pages.push_back(w * 64 + std::countr_zero(bits));
-		if (pages.empty())
+		if (pages.empty()) {
+			per_thread_cpu_ns_[index].fetch_add(thread_cpu_ns() - t0, std::memory_order_relaxed);
 			return;
-
-		const bool zero_detect = uses_zero_detection(config_.strategy);
-		const bool skip_absent = uses_reports(config_.strategy);
-		const uint64_t t0 = thread_cpu_ns();
-		for (size_t i = 0; i < pages.size(); i++) {
-			if (skip_absent && !residency_.resident(pages[i]))
-				kind[i] = kAbsent;
-			else if (zero_detect && page_is_zero(source_page(pages[i])))
-				kind[i] = kZero;
-			else
-				kind[i] = kWhole;
 		}
-		const uint64_t t1 = thread_cpu_ns();
-		size_t staged = 0;
-		for (size_t i = 0; i < pages.size(); i++)
-			if (kind[i] == kWhole)
-				copy_guest_page(staging + (staged++) * kPage, source_page(pages[i]));
-		const uint64_t t2 = thread_cpu_ns();
-		// The destination's side: not the source's CPU, so not timed.
+
+		Channel& channel = *channels_[index];
+		const bool zero_detect = uses_zero_detection(config_.strategy);
+		const bool skip_absent = uses_reports(config_.strategy) &&
+					 config_.reported_pages == ReportedPages::kSkippedUnscanned;
 		uint64_t whole = 0, zero = 0, absent = 0;
-		staged = 0;
-		for (size_t i = 0; i < pages.size(); i++) {
-			switch (kind[i]) {
-			case kWhole: destination_.receive_page(pages[i], staging + (staged++) * kPage); whole++; break;
-			case kZero: destination_.receive_zero_page(pages[i]); zero++; break;
-			default: absent++; break;
+		for (uint64_t page : pages) {
+			if (skip_absent && !residency_.resident(page)) {
+				absent++;
+			} else if (zero_detect && page_is_zero(source_page(page))) {
+				channel.queue_zero_page(page);
+				zero++;
+			} else {
+				// The page is read by the kernel's copy into the socket, racing the guest's
+				// writes as QEMU's writev does (the dirty log sends it again if so).
+				channel.queue_page(page, source_page(page));
+				whole++;
 			}
 		}
+		const uint64_t t1 = thread_cpu_ns();
+		const uint64_t bytes = channel.flush();
+		const uint64_t t2 = thread_cpu_ns();
 		counters.pages_sent.fetch_add(whole, std::memory_order_relaxed);
 		counters.zero_pages.fetch_add(zero, std::memory_order_relaxed);
 		counters.skipped_reported.fetch_add(absent, std::memory_order_relaxed);
-		counters.bytes.fetch_add(whole * (kPage + config_.page_header_bytes) +
-						 zero * (config_.page_header_bytes + config_.zero_page_extra_bytes),
-					 std::memory_order_relaxed);
+		counters.bytes.fetch_add(bytes, std::memory_order_relaxed);
 		counters.scan_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
-		counters.copy_ns.fetch_add(t2 - t1, std::memory_order_relaxed);
+		counters.send_ns.fetch_add(t2 - t1, std::memory_order_relaxed);
 		per_thread_cpu_ns_[index].fetch_add(t2 - t0, std::memory_order_relaxed);
 	}
 
 	const MigrationConfig& config_;
-	GuestMemory& memory_;
 	PageBitmap& to_send_;
-	DestinationImage& destination_;
 	const Residency& residency_;
-	uint8_t* base_;
+	const uint8_t* base_;
 	const uint64_t zero_pages_;
 	uint8_t* zero_block_ = nullptr;
+	std::vector<std::unique_ptr<Channel>> channels_;
 	std::vector<std::atomic<uint64_t>> per_thread_cpu_ns_;
 	std::vector<std::thread> threads_;
 	std::atomic<uint64_t> cursor_{0};
@@ -261,6 +298,7 @@ private:
 	size_t busy_ = 0;
 	bool quit_ = false;
 	RoundCounters* counters_ = nullptr;
+	const std::function<bool()>* over_ = nullptr;
 };
 
 double ns_to_ms(uint64_t ns)
@@ -278,8 +316,10 @@ void check_machine(const MigrationMachine& machine, const MigrationConfig& confi
 		throw std::invalid_argument(std::string("migration: strategy ") +
 					    strategy_name(config.strategy) +
 					    " needs the device's free page hint controls");
-	if (config.link_bytes_per_second <= 0 || config.downtime_limit_ms <= 0)
-		throw std::invalid_argument("migration: link bandwidth and downtime limit must be positive");
+	if (!(config.link_bytes_per_second > 0) || !(config.downtime_limit_ms > 0) ||
+	    !(config.iteration_ms > 0) || config.sender_threads == 0 || config.zero_page_extra_bytes > 8)
+		throw std::invalid_argument("migration: link bandwidth, downtime limit, iteration time and "
+					    "sender threads must be positive");
 	for (const PageRange& range : machine.always_dirty)
 		if (range.first_page + range.pages > machine.memory->size() / kPage)
 			throw std::invalid_argument("migration: an always-dirty range lies outside RAM");
@@ -327,17 +367,22 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	GuestMemory& memory = *machine.memory;
 	const uint64_t ram_pages = memory.size() / kPage;
 	const bool hints = uses_hints(config.strategy);
+	const bool deferred_hints = config.hint_application == HintApplication::kAtIterationBoundaries;
+	const bool legacy_scan = uses_zero_detection(config.strategy) &&
+				 config.zero_detection_place == ZeroDetectionPlace::kMigrationThread;
 
 	MigrationResult result;
 	result.strategy = config.strategy;
 	result.ram_bytes = memory.size();
 	const double guest_cpu_start = machine.guest_cpu_ms ? machine.guest_cpu_ms() : 0;
+	const double device_cpu_start = machine.device_free_page_cpu_ms ? machine.device_free_page_cpu_ms() : 0;
 
 	DirtyLog log(ram_pages);
 	PageBitmap to_send(ram_pages);
 	DestinationImage destination(memory.size());
 	Residency residency(memory);
 	FreePageTracker tracker(to_send, memory.size());
+	tracker.set_deferred(deferred_hints);
 	std::vector<uint64_t> harvested(log.words());
 
 	auto pause = [&] {
@@ -353,39 +398,49 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			machine.workload->resume();
 	};
 
-	// The model clock, which a running workload paces itself by.
+	// The model clock: where the caller's clock stood when the migration started, plus
+	// model time since (elapsed rounds, and the running round's pacing).
+	const double clock_origin_ms = machine.clock ? machine.clock->now_ms() : 0;
 	std::atomic<double> clock_base_ms{0};
+	RoundCounters counters;
+	std::atomic<bool> round_running{false};
+	std::unique_ptr<Senders> senders;
+	// The running round's model time: the link's pacing of the bytes sent so far, or the
+	// CPU critical path if longer.
+	auto in_round_ms = [&]() -> double {
+		if (!round_running.load(std::memory_order_acquire))
+			return 0;
+		double cpu = ns_to_ms(senders->max_thread_cpu_ns());
+		if (legacy_scan)
+			cpu = std::max(cpu, ns_to_ms(counters.scan_ns.load(std::memory_order_relaxed)));
+		return std::max(link_ms(counters.bytes.load(std::memory_order_relaxed), config.link_bytes_per_second),
+				cpu);
+	};
+	auto migration_now_ms = [&] { return clock_base_ms.load(std::memory_order_acquire) + in_round_ms(); };
+	auto model_now_ms = [&] { return clock_origin_ms + migration_now_ms(); };
 
-	// Setup (QEMU's ram_save_setup): dirty logging on and every page to send, with the
-	// guest still for the instant the log is attached.
+	// Setup (QEMU's ram_save_setup): dirty logging on, every page to send, the first
+	// bitmap sync, with the guest still for the instant the log is attached.
 	uint64_t bitmap_ns = 0;
 	pause();
 	{
 		const uint64_t start = thread_cpu_ns();
 		memory.attach_dirty_log(&log);
 		to_send.set_all();
+		log.harvest(harvested.data()); // nothing dirty yet; QEMU's first sync costs this much
 		bitmap_ns += thread_cpu_ns() - start;
 	}
 	if (hints)
 		machine.set_free_page_observer(&tracker);
 	resume();
+	result.setup_ms = ns_to_ms(bitmap_ns);
 
-	Senders senders(config, memory, to_send, destination, residency);
-	// One set of counters for every round (reset at its start), so the workload's clock can
-	// read them at any time.
-	RoundCounters counters;
-	std::atomic<bool> round_running{false};
-	auto model_now_ms = [&]() -> double {
-		double in_round = 0;
-		if (round_running.load(std::memory_order_acquire)) {
-			const double network = double(counters.bytes.load(std::memory_order_relaxed)) * 1000.0 /
-					       config.link_bytes_per_second;
-			in_round = std::max(network, ns_to_ms(senders.max_thread_cpu_ns()));
-		}
-		return clock_base_ms.load(std::memory_order_acquire) + in_round;
-	};
-	if (machine.workload)
+	senders = std::make_unique<Senders>(config, to_send, destination, memory, residency);
+	if (machine.clock)
+		machine.clock->drive(model_now_ms);
+	else if (machine.workload)
 		machine.workload->set_clock(model_now_ms);
+	tracker.set_clock(migration_now_ms);
 
 	auto start_hint_round = [&] {
 		if (!hints)
@@ -401,10 +456,20 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		tracker.host_stopped_round();
 		machine.hints->stop_hint_round();
 	};
+	// Between iterations the migration thread drops the bitmap mutex: queued hints land.
+	auto land_hints = [&]() -> uint64_t {
+		if (!hints || !deferred_hints)
+			return 0;
+		const double at = migration_now_ms();
+		const uint64_t cleared = tracker.apply_pending();
+		if (cleared != 0)
+			result.hint_landings_ms.push_back(at);
+		return cleared;
+	};
 
-	double elapsed_ms = ns_to_ms(bitmap_ns);
+	double elapsed_ms = result.setup_ms;
+	clock_base_ms.store(elapsed_ms, std::memory_order_release);
 	start_hint_round(); // after the first bitmap sync, as QEMU's balloon does
-	double last_cost_per_page_ms = 0;
 	bool stopping = false;
 	uint64_t cleared_counted = 0;
 
@@ -412,58 +477,83 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		RoundProgress p;
 		p.round = round;
 		p.stop_and_copy = stopping;
-		uint64_t round_bitmap_ns = 0;
-		uint64_t residency_ns = residency.snapshot();
+		uint64_t round_sync_ns = 0;
+		const uint64_t residency_ns = residency.snapshot();
 		p.pages_dirty = to_send.count();
 
 		counters.reset();
-		clock_base_ms.store(elapsed_ms, std::memory_order_release);
+		senders->begin_round(counters);
 		round_running.store(true, std::memory_order_release);
-		senders.run_round(counters);
-		const uint64_t critical_sender_ns = senders.max_thread_cpu_ns();
+		// QEMU's ram_save_iterate: iterations of iteration_ms of model time; the hints that
+		// arrived meanwhile land between them. Stop-and-copy is one iteration.
+		double iteration_end_ms = config.iteration_ms;
+		const std::function<bool()> iteration_over = [&] {
+			return !stopping && deferred_hints && hints && in_round_ms() >= iteration_end_ms;
+		};
+		for (;;) {
+			p.iterations++;
+			if (senders->run_iteration(iteration_over))
+				break;
+			const uint64_t start = thread_cpu_ns();
+			land_hints();
+			round_sync_ns += thread_cpu_ns() - start;
+			iteration_end_ms = in_round_ms() + config.iteration_ms;
+		}
+		double critical_ms = ns_to_ms(senders->max_thread_cpu_ns());
+		// Zero detection in the migration thread: one thread checks every page.
+		if (legacy_scan)
+			critical_ms = std::max(critical_ms, ns_to_ms(counters.scan_ns.load()));
+		{
+			const uint64_t start = thread_cpu_ns();
+			counters.bytes.fetch_add(senders->sync_channels());
+			round_sync_ns += thread_cpu_ns() - start;
+		}
+		p.network_ms = link_ms(counters.bytes.load(), config.link_bytes_per_second);
+		const double paced_ms = std::max(p.network_ms, critical_ms);
 		round_running.store(false, std::memory_order_release);
+		// The round's end on the model clock, before the sync's own cost is added.
+		clock_base_ms.store(elapsed_ms + paced_ms, std::memory_order_release);
 
 		p.pages_sent = counters.pages_sent.load();
 		p.zero_pages = counters.zero_pages.load();
 		p.pages_skipped_reported = counters.skipped_reported.load();
-		// Hints cleared since the last round ended (some land between rounds).
-		const uint64_t cleared_now = tracker.pages_cleared_total();
-		p.pages_skipped_hinted = cleared_now - cleared_counted;
-		cleared_counted = cleared_now;
 		p.bytes_sent = counters.bytes.load();
-		p.network_ms = double(p.bytes_sent) * 1000.0 / config.link_bytes_per_second;
-
-		// Where zero detection runs decides the round's critical path: spread over the
-		// senders (multifd) or all on the one migration thread (legacy).
-		double sender_ms = ns_to_ms(critical_sender_ns);
-		if (uses_zero_detection(config.strategy) &&
-		    config.zero_detection_place == ZeroDetectionPlace::kMigrationThread)
-			sender_ms = std::max(sender_ms, ns_to_ms(counters.scan_ns.load()));
+		p.critical_cpu_ms = critical_ms;
 
 		result.zero_scan_cpu_ms += ns_to_ms(counters.scan_ns.load());
-		result.copy_cpu_ms += ns_to_ms(counters.copy_ns.load());
-		if (uses_reports(config.strategy))
-			round_bitmap_ns += residency_ns; // how the host learns which pages are absent
+		result.copy_cpu_ms += ns_to_ms(counters.send_ns.load());
+		if (uses_reports(config.strategy) && config.reported_pages == ReportedPages::kSkippedUnscanned)
+			round_sync_ns += residency_ns; // how this host learns which pages are absent
 
 		const bool final_round = stopping;
-		// Bitmap sync (QEMU's migration_bitmap_sync): the hint round stops before it.
+		// Bitmap sync (QEMU's migration_bitmap_sync): the hint round stops before it, and
+		// a hint the device thread was applying finishes first (QEMU's free_page_lock).
 		if (!final_round) {
 			stop_hint_round();
 			const uint64_t start = thread_cpu_ns();
+			land_hints();
 			std::fill(harvested.begin(), harvested.end(), 0);
 			log.harvest(harvested.data());
-			to_send.or_words(harvested.data());
+			// Mutant (spec/compare_mutants.tsv): the bulk pass's harvest thrown away.
+			if (!(round == 0 && VB_MUTANT(MIG_FIRST_HARVEST_DROPPED)))
+				to_send.or_words(harvested.data());
 			for (const PageRange& range : machine.always_dirty)
 				to_send.set_range(range.first_page, range.pages);
-			round_bitmap_ns += thread_cpu_ns() - start;
+			round_sync_ns += thread_cpu_ns() - start;
 		}
+		// Hints cleared since the last round ended.
+		const uint64_t cleared_now = tracker.pages_cleared_total();
+		p.pages_skipped_hinted = cleared_now - cleared_counted;
+		cleared_counted = cleared_now;
 
-		p.host_cpu_ms = ns_to_ms(counters.scan_ns.load() + counters.copy_ns.load() + round_bitmap_ns);
-		p.round_ms = std::max(p.network_ms, sender_ms) + ns_to_ms(round_bitmap_ns);
+		p.sync_ms = ns_to_ms(round_sync_ns);
+		p.host_cpu_ms = ns_to_ms(counters.scan_ns.load() + counters.send_ns.load() + round_sync_ns);
+		p.round_ms = paced_ms + p.sync_ms;
 		elapsed_ms += p.round_ms;
 		p.elapsed_ms = elapsed_ms;
 		clock_base_ms.store(elapsed_ms, std::memory_order_release);
-		bitmap_ns += round_bitmap_ns;
+		bitmap_ns += round_sync_ns;
+		result.sync_ms += p.sync_ms;
 
 		result.pages_sent += p.pages_sent;
 		result.zero_pages += p.zero_pages;
@@ -480,29 +570,52 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			break;
 		}
 
-		// Would what is left go within the downtime limit? QEMU estimates from the
-		// bandwidth it measured; the model from what each page cost in this round.
-		const uint64_t processed = p.pages_sent + p.zero_pages + p.pages_skipped_reported;
-		if (processed != 0)
-			last_cost_per_page_ms = std::max(p.round_ms / double(processed),
-							 double(kPage + config.page_header_bytes) * 1000.0 /
-								 config.link_bytes_per_second);
 		const uint64_t pending = to_send.count();
-		const double expected_downtime_ms = double(pending) * last_cost_per_page_ms;
+		double expected_downtime_ms = 0;
+		if (config.convergence == ConvergenceRule::kQemuPendingOverBandwidth) {
+			// QEMU: every dirty page counts 4096 bytes, over the bandwidth the last round
+			// achieved (bytes on the wire, zero-page records included, per ms).
+			const double bandwidth = p.round_ms > 0 ? double(p.bytes_sent) / p.round_ms : 0;
+			expected_downtime_ms = pending == 0 ? 0
+					       : bandwidth > 0 ? double(pending * kPage) / bandwidth
+							       : config.downtime_limit_ms * 2;
+		} else {
+			// What a whole page cost: its link time, or the CPU a whole page took.
+			double per_page_ms = link_ms(kPage + kPageHeaderBytes, config.link_bytes_per_second);
+			if (p.pages_sent != 0)
+				per_page_ms = std::max(per_page_ms, ns_to_ms(counters.send_ns.load()) / double(p.pages_sent));
+			expected_downtime_ms = double(pending) * per_page_ms;
+		}
 		result.converged = expected_downtime_ms <= config.downtime_limit_ms;
 		if (result.converged || round + 1 >= config.max_rounds) {
-			// Stop-and-copy: the guest stands still; the last harvest takes both bitmaps.
-			pause();
+			// Stop-and-copy: the VM stops (its threads stand still, wall clock: waiting
+			// on them is what stopping costs), the last harvest takes both bitmaps.
+			// The workload's writes go on until the VM has stopped: it stands still last,
+			// after doing what it owes at that moment (writes the final harvest must find).
+			const auto stop_start = std::chrono::steady_clock::now();
+			if (machine.pause_guest)
+				machine.pause_guest();
+			const double stop_ms =
+				std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stop_start)
+					.count();
+			clock_base_ms.store(elapsed_ms + stop_ms, std::memory_order_release);
+			if (machine.workload)
+				machine.workload->pause();
 			const uint64_t start = thread_cpu_ns();
 			std::fill(harvested.begin(), harvested.end(), 0);
 			log.harvest_final(harvested.data());
-			to_send.or_words(harvested.data());
+			// Mutant (spec/compare_mutants.tsv): stop-and-copy sends only what was left.
+			if (!VB_MUTANT(MIG_STOP_AND_COPY_IGNORES_DIRTY_LOG))
+				to_send.or_words(harvested.data());
 			for (const PageRange& range : machine.always_dirty)
 				to_send.set_range(range.first_page, range.pages);
 			const uint64_t final_sync_ns = thread_cpu_ns() - start;
 			bitmap_ns += final_sync_ns;
-			elapsed_ms += ns_to_ms(final_sync_ns);
-			result.downtime_ms = ns_to_ms(final_sync_ns);
+			result.vm_stop_ms = stop_ms;
+			result.sync_ms += ns_to_ms(final_sync_ns);
+			elapsed_ms += stop_ms + ns_to_ms(final_sync_ns);
+			clock_base_ms.store(elapsed_ms, std::memory_order_release);
+			result.downtime_ms = stop_ms + ns_to_ms(final_sync_ns);
 			stopping = true;
 		} else {
 			start_hint_round();
@@ -511,23 +624,42 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 
 	memory.attach_dirty_log(nullptr);
 	// The destination is compared while the guest still stands still, before DONE lets
-	// the guest reuse its hinted pages.
+	// the guest reuse its hinted pages. Every channel is synced: the image is complete.
+	result.bytes_received = senders->bytes_received();
 	if (config.verify)
 		verify(machine, destination, residency, result);
 	else
 		result.verified = false;
+	if (config.verify && result.verified && result.bytes_received != result.bytes_sent) {
+		result.verified = false;
+		result.error = "the receivers read " + std::to_string(result.bytes_received) +
+			       " bytes of the " + std::to_string(result.bytes_sent) + " sent";
+	}
 	if (hints)
 		machine.hints->finish_hinting(); // QEMU: DONE when migration completes
-	if (machine.workload)
+	if (machine.clock)
+		machine.clock->release();
+	else if (machine.workload)
 		machine.workload->set_clock({});
+	tracker.set_clock({});
 	resume();
 	if (hints)
 		machine.set_free_page_observer(nullptr);
+	result.receiver_cpu_ms = senders->receiver_cpu_ms();
+	senders.reset();
 
 	result.rounds = unsigned(result.round_log.size());
 	result.total_ms = elapsed_ms;
-	result.bitmap_cpu_ms = ns_to_ms(bitmap_ns);
-	result.hint_cpu_ms = tracker.handling_ms();
+	// Applying queued hints ran on the migration thread inside the syncs; it is hint work.
+	result.bitmap_cpu_ms = ns_to_ms(bitmap_ns) - tracker.apply_cpu_ms();
+	if (!deferred_hints)
+		result.hint_landings_ms = tracker.immediate_landings();
+	// The device thread's queue work includes receiving the hints; without that measure,
+	// the tracker's own share of it.
+	const double device_cpu_ms = machine.device_free_page_cpu_ms
+					     ? machine.device_free_page_cpu_ms() - device_cpu_start
+					     : tracker.arrival_cpu_ms();
+	result.hint_cpu_ms = device_cpu_ms + tracker.apply_cpu_ms();
 	result.hinted_pages_received = tracker.pages_hinted_total();
 	result.reported_pages_received = tracker.pages_reported_total();
 	result.host_cpu_ms = result.zero_scan_cpu_ms + result.copy_cpu_ms + result.bitmap_cpu_ms + result.hint_cpu_ms;

@@ -1,12 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "migration/free_page_tracker.h"
 
-#include <chrono>
+#include <time.h>
 
 #include "vballoon/support/mutant.h"
 
 namespace vbsim::migration
 {
+
+namespace
+{
+uint64_t thread_cpu_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+} // namespace
 
 void FreePageTracker::host_starting_round()
 {
@@ -61,22 +71,47 @@ void FreePageTracker::hint_round_stopped(uint32_t cmd_id)
 
 void FreePageTracker::pages_hinted(uint32_t cmd_id, uint64_t gpa, uint64_t bytes)
 {
-	const auto start = std::chrono::steady_clock::now();
+	const uint64_t start = thread_cpu_ns();
 	constexpr uint64_t kPage = 4096;
 	const uint64_t pages = bytes / kPage;
 	hinted_.fetch_add(pages, std::memory_order_relaxed);
 	{
 		std::lock_guard lock(mutex_);
 		if (!accepting_ || cmd_id != cmd_id_ || gpa % kPage != 0 || gpa > ram_bytes_ ||
-		    bytes > ram_bytes_ - gpa)
+		    bytes > ram_bytes_ - gpa) {
 			ignored_.fetch_add(pages, std::memory_order_relaxed);
-		else
-			cleared_.fetch_add(to_send_.clear_range(gpa / kPage, pages), std::memory_order_relaxed);
+		} else if (deferred_) {
+			pending_.push_back({gpa / kPage, pages});
+		} else {
+			const uint64_t cleared = to_send_.clear_range(gpa / kPage, pages);
+			cleared_.fetch_add(cleared, std::memory_order_relaxed);
+			if (cleared != 0 && clock_)
+				landings_.push_back(clock_());
+		}
 	}
-	handling_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-				       std::chrono::steady_clock::now() - start)
-				       .count(),
-			       std::memory_order_relaxed);
+	arrival_ns_.fetch_add(thread_cpu_ns() - start, std::memory_order_relaxed);
+}
+
+uint64_t FreePageTracker::apply_pending()
+{
+	const uint64_t start = thread_cpu_ns();
+	std::vector<Range> ranges;
+	{
+		std::lock_guard lock(mutex_);
+		ranges.swap(pending_);
+	}
+	uint64_t cleared = 0;
+	for (const Range& range : ranges)
+		cleared += to_send_.clear_range(range.first_page, range.pages);
+	cleared_.fetch_add(cleared, std::memory_order_relaxed);
+	apply_ns_.fetch_add(thread_cpu_ns() - start, std::memory_order_relaxed);
+	return cleared;
+}
+
+std::vector<double> FreePageTracker::immediate_landings() const
+{
+	std::lock_guard lock(const_cast<std::mutex&>(mutex_));
+	return landings_;
 }
 
 void FreePageTracker::pages_reported(uint64_t, uint64_t bytes)

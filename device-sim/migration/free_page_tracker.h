@@ -11,7 +11,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <vector>
 
 #include "balloon/free_page_events.h"
 #include "migration/page_bitmap.h"
@@ -23,6 +25,19 @@ class FreePageTracker : public FreePageEvents
 {
 public:
 	FreePageTracker(PageBitmap& to_send, uint64_t ram_bytes) : to_send_(to_send), ram_bytes_(ram_bytes) {}
+
+	// QEMU applies a hint under the bitmap mutex its migration thread holds for each
+	// iteration: with `deferred`, an accepted hint waits in a queue until the migration
+	// thread calls apply_pending() between iterations. Otherwise a hint clears its pages
+	// as it arrives; `clock` (model ms) then dates each landing.
+	void set_deferred(bool deferred) { deferred_ = deferred; }
+	void set_clock(std::function<double()> clock) { clock_ = std::move(clock); }
+	// Migration thread, between iterations: the queued hints clear their pages. Returns
+	// how many pages they cleared.
+	uint64_t apply_pending();
+	// Model times of the landings that cleared pages (immediate mode; the caller dates
+	// apply_pending itself).
+	std::vector<double> immediate_landings() const;
 
 	// Host side, on the migration thread: around the device's start of a round (the
 	// device picks the id, and the guest may echo it before the call returns).
@@ -40,7 +55,10 @@ public:
 	uint64_t pages_cleared_total() const { return cleared_.load(std::memory_order_relaxed); }
 	uint64_t hints_ignored() const { return ignored_.load(std::memory_order_relaxed); }
 	uint64_t pages_reported_total() const { return reported_.load(std::memory_order_relaxed); }
-	double handling_ms() const { return handling_ns_.load(std::memory_order_relaxed) / 1e6; }
+	// Thread CPU time: receiving hints (on the device thread) and applying queued ones (on
+	// the migration thread).
+	double arrival_cpu_ms() const { return arrival_ns_.load(std::memory_order_relaxed) / 1e6; }
+	double apply_cpu_ms() const { return apply_ns_.load(std::memory_order_relaxed) / 1e6; }
 
 private:
 	PageBitmap& to_send_;
@@ -56,7 +74,15 @@ private:
 	std::atomic<uint64_t> cleared_{0};
 	std::atomic<uint64_t> ignored_{0};
 	std::atomic<uint64_t> reported_{0};
-	std::atomic<uint64_t> handling_ns_{0};
+	std::atomic<uint64_t> arrival_ns_{0};
+	std::atomic<uint64_t> apply_ns_{0};
+	bool deferred_ = false;
+	std::function<double()> clock_;
+	struct Range {
+		uint64_t first_page, pages;
+	};
+	std::vector<Range> pending_;	     // under mutex_
+	std::vector<double> landings_;	     // under mutex_
 };
 
 } // namespace vbsim::migration

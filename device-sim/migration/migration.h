@@ -30,6 +30,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -84,29 +86,68 @@ enum class UntouchedPageReads : uint8_t {
 	kSharedZeroPage,
 };
 
-// Defaults are QEMU 9.0's where QEMU has one (migration/options.c), except the link.
-// QEMU's max-bandwidth default (128 MiB/s) is a throttle users raise; seeds 000 and 001
-// ran with migrate_set_speed 100G, so the link was never their limit and the migration
-// was bound by host CPU. The default link is theirs; the constants below give a 10 Gbit/s
-// link and QEMU's throttle for the other regimes (docs/migration-model.md shows both).
+// How a host applies free page hints that arrive while the senders run.
+enum class HintApplication : uint8_t {
+	// Under the bitmap mutex, which QEMU's migration thread holds for each iteration of
+	// ram_save_iterate (up to MAX_WAIT = 50 ms of sending) and drops between them
+	// (tests/guest/README.md): a hint waits for the next iteration boundary.
+	kAtIterationBoundaries,
+	// At once, as the device thread receives it: what a host without that lock could do.
+	kImmediately,
+};
+
+// What the host does with pages the guest reported (discarded).
+enum class ReportedPages : uint8_t {
+	kScanned,	     // QEMU: it does not know them; they read as zero and are scanned (or sent)
+	kSkippedUnscanned, // known absent (the model reads residency) and never touched
+};
+
+// When pre-copy stops.
+enum class ConvergenceRule : uint8_t {
+	// QEMU (migration_iteration_run): pending = dirty pages x 4096 bytes, stop when it is
+	// below the measured bandwidth (bytes sent over the last round's time) x downtime limit.
+	kQemuPendingOverBandwidth,
+	// The pages left, each costing what a whole page cost in the last round (or its link
+	// time): zero pages do not make the remainder look cheap or dear.
+	kWholePageCost,
+};
+
+// Link bandwidth in bytes per second; kUnlimitedLink: the link is never the limit.
+inline constexpr double kUnlimitedLink = std::numeric_limits<double>::infinity();
+// What `bytes` take on the link, in ms (0 on an unlimited link). The pacing model: a link
+// is a rate on model time, never a sleep.
+inline double link_ms(uint64_t bytes, double link_bytes_per_second)
+{
+	return link_bytes_per_second == kUnlimitedLink ? 0.0
+						       : double(bytes) * 1000.0 / link_bytes_per_second;
+}
+
+// Defaults are QEMU's where QEMU has one (migration/options.c): downtime limit 300 ms,
+// 8-byte page headers, 50 ms iterations. The default host is Debian 12's QEMU 7.2
+// (host_profile.h gives the profiles), the default link 10 Gbit/s: the link most hosts
+// migrate over (docs/migration-model.md says why); kQemuDefaultThrottle is QEMU's
+// max-bandwidth default (128 MiB/s), a throttle users raise.
 struct MigrationConfig {
-	static constexpr double kSeedLink = 100.0 * (1ull << 30);		 // bytes per second
-	static constexpr double kTenGigabitLink = 10e9 / 8;
-	static constexpr double kQemuDefaultThrottle = 128.0 * (1 << 20); // max-bandwidth default
+	static constexpr double kTenGigabitLink = 10e9 / 8; // bytes per second
+	static constexpr double kQemuDefaultThrottle = 128.0 * (1 << 20);
 
 	Strategy strategy = Strategy::kZeroDetect;
-	double link_bytes_per_second = kSeedLink;
-	// Every page sent carries its address and flags (QEMU: one be64 per page); a zero page
-	// is that header alone plus zero_page_extra_bytes (QEMU's legacy stream sends the fill
-	// byte; multifd sends only the offset: set 0).
-	uint32_t page_header_bytes = 8;
+	double link_bytes_per_second = kTenGigabitLink; // kUnlimitedLink allowed
+	// Every page sent carries its address and flags (QEMU: one be64 per page, channel.h);
+	// a zero page is that header alone plus zero_page_extra_bytes (QEMU's legacy stream
+	// sends the fill byte; multifd sends only the offset: 0).
 	uint32_t zero_page_extra_bytes = 1;
 	// Pre-copy stops once the pages left would go within this (QEMU downtime-limit: 300 ms).
 	double downtime_limit_ms = 300;
-	// Sender threads (QEMU multifd-channels default: 2). Page copies and, with
-	// kSenderThreads, zero checks run on this many real threads; their wall time counts.
-	unsigned sender_threads = 2;
-	ZeroDetectionPlace zero_detection_place = ZeroDetectionPlace::kSenderThreads;
+	// Sender channels, each a thread writing into its own socket that a receiver thread
+	// drains into the destination (QEMU: 1 = the migration thread's stream, more =
+	// multifd channels). Their CPU time is measured per thread.
+	unsigned sender_threads = 1;
+	ZeroDetectionPlace zero_detection_place = ZeroDetectionPlace::kMigrationThread;
+	HintApplication hint_application = HintApplication::kAtIterationBoundaries;
+	double iteration_ms = 50; // QEMU's MAX_WAIT
+	ReportedPages reported_pages = ReportedPages::kScanned;
+	ConvergenceRule convergence = ConvergenceRule::kQemuPendingOverBandwidth;
 	UntouchedPageReads untouched_page_reads = UntouchedPageReads::kPopulatedMemory;
 	// A guest that dirties faster than the link never converges; QEMU then goes on forever
 	// (or auto-converges by throttling). The model forces stop-and-copy after this many
@@ -115,6 +156,26 @@ struct MigrationConfig {
 	// Compare the destination with the source after the run (always on outside benchmarks
 	// of the engine itself; a run that fails it is an error).
 	bool verify = true;
+};
+
+// The model clock, in ms, for a workload to pace itself by from before it starts: it reads
+// 0 until a migration drives it, model time while migrate() does, and stands still at the
+// last reading between migrations, never going back. Nothing is dirtied in real time
+// outside the model's clock.
+class ModelClock
+{
+public:
+	double now_ms() const;
+	// For migrate(): from now on the clock reads `model_now_ms` (model time, which must
+	// start where the clock stands).
+	void drive(std::function<double()> model_now_ms);
+	// The clock stands still at the model's last reading.
+	void release();
+
+private:
+	mutable std::mutex mutex_;
+	std::function<double()> model_;
+	double stood_ms_ = 0;
 };
 
 // One round as it finished (round 0 is the bulk pass; the last is stop-and-copy).
@@ -128,9 +189,14 @@ struct RoundProgress {
 	uint64_t pages_skipped_reported = 0; // known discarded, not scanned
 	uint64_t bytes_sent = 0;
 	double network_ms = 0; // bytes_sent over the link
-	double host_cpu_ms = 0; // measured: zero scans, copies, bitmap work, hint handling
-	double round_ms = 0;	// what the round adds to total time
+	double host_cpu_ms = 0; // measured: zero scans, sends, bitmap work, hint handling
+	// The round's CPU critical path: the busiest sender thread, or with zero detection in
+	// the migration thread the whole scan if that is longer (measured thread CPU time).
+	double critical_cpu_ms = 0;
+	double sync_ms = 0;	// bitmap sync after the round, applying hints (migration thread)
+	double round_ms = 0;	// max(network_ms, critical_cpu_ms) + sync_ms
 	double elapsed_ms = 0;	// total time so far
+	unsigned iterations = 0; // QEMU iterations (iteration_ms of model time each)
 };
 
 struct MigrationResult {
@@ -148,9 +214,14 @@ struct MigrationResult {
 	// its parts.
 	double host_cpu_ms = 0;
 	double zero_scan_cpu_ms = 0;
-	double copy_cpu_ms = 0;
+	double copy_cpu_ms = 0;	  // sending: headers and pages written into the channels' sockets
 	double bitmap_cpu_ms = 0; // dirty log harvest and bitmap scans
-	double hint_cpu_ms = 0;	  // applying hints and reports to the bitmap
+	// Hints: the device thread's free page queue work (when the machine measures it) and
+	// applying hints to the bitmap, in thread CPU time.
+	double hint_cpu_ms = 0;
+	// The destination's receiver threads (reading the sockets, writing the image); not in
+	// host_cpu_ms, which is the source's.
+	double receiver_cpu_ms = 0;
 	// Guest CPU spent hinting or reporting (from the simulated guest; 0 when unknown).
 	double guest_cpu_ms = 0;
 
@@ -159,6 +230,16 @@ struct MigrationResult {
 	double network_ms = 0;
 	double total_ms = 0;
 	double downtime_ms = 0;
+	// Fixed costs, measured, inside total_ms: setup (dirty log on, bitmap set, first sync),
+	// every bitmap sync, stopping the VM (the guest's and device's threads, wall clock).
+	// Device state is not modelled: the machine's one device is the balloon.
+	double setup_ms = 0;
+	double sync_ms = 0;
+	double vm_stop_ms = 0;
+	// Model time (since the migration started) at which hints cleared pages, one entry per
+	// application (an iteration boundary, or each hint when applied at once).
+	std::vector<double> hint_landings_ms;
+	uint64_t bytes_received = 0; // what the receivers read from the channels
 
 	bool verified = false; // destination == source on every page in use
 	uint64_t pages_verified = 0;
@@ -211,6 +292,11 @@ struct MigrationMachine {
 	std::function<void()> resume_guest;
 	// Guest CPU spent on hinting and reporting so far, in ms (optional).
 	std::function<double()> guest_cpu_ms;
+	// The device thread's CPU time on the free page queue so far, in ms (optional).
+	std::function<double()> device_free_page_cpu_ms;
+	// The clock the workload paces itself by (optional; migrate() drives it while it
+	// runs). Without one, migrate() sets the workload's clock to its own.
+	ModelClock* clock = nullptr;
 	Workload* workload = nullptr; // optional: paused with the guest
 };
 

@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "migration/workload.h"
+#include "buddy_allocator.h"
 #include "sim_guest.h"
 
 namespace vbsim::migration
@@ -18,14 +19,17 @@ public:
 
 	std::vector<PageRange> allocate(uint64_t pages) override
 	{
-		// The guest writes its fill byte, the workload its own contents after: the page
-		// is written whole either way.
-		UserMemory user = guest_.allocate_user_memory(pages, 0x11);
+		// Unwritten: the workload writes every page it gets whole right after (as a page
+		// fault's zeroing and the program's write land together), each page through the
+		// one marking path of its kind.
+		UserMemory user = guest_.allocate_user_memory(pages, std::nullopt);
 		std::vector<PageRange> runs;
 		for (const vb::PageRun& run : user.runs)
 			runs.push_back({run.first_pfn, run.count});
 		return runs;
 	}
+
+	void shuffle_free_memory(uint64_t seed) override { guest_.allocator().shuffle_free_lists(seed); }
 
 	void free(const std::vector<PageRange>& runs) override
 	{
@@ -47,6 +51,22 @@ private:
 std::unique_ptr<GuestUserMemory> make_sim_guest_user_memory(GuestMemory& ram, SimGuest& guest)
 {
 	return std::make_unique<SimGuestUserMemory>(ram, guest);
+}
+
+bool wait_for_reporting_to_settle(SimGuest& guest, std::chrono::milliseconds timeout)
+{
+	const unsigned first_order = guest.options().report_order;
+	return guest.wait_for(
+		[&] {
+			const BuddyAllocator& allocator = guest.allocator();
+			if (allocator.isolated_pages() != 0)
+				return false;
+			for (unsigned order = first_order; order <= BuddyAllocator::kMaxOrder; order++)
+				if (allocator.unreported_free_blocks(order) != 0)
+					return false;
+			return true;
+		},
+		timeout);
 }
 
 } // namespace vbsim::migration

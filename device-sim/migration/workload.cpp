@@ -7,12 +7,13 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "buddy_allocator.h"
 #include "memory/guest_memory.h"
+#include "migration/dirty_log.h"
 
 namespace vbsim::migration
 {
@@ -49,6 +50,8 @@ public:
 		return runs;
 	}
 
+	void shuffle_free_memory(uint64_t seed) override { allocator_.shuffle_free_lists(seed); }
+
 	void free(const std::vector<PageRange>& runs) override
 	{
 		for (const PageRange& run : runs)
@@ -61,37 +64,6 @@ private:
 	BuddyAllocator& allocator_;
 };
 
-// Writes every page of the runs whole, with contents unique to the page and the write: a
-// stale copy at the destination always differs.
-class PageWriter
-{
-public:
-	explicit PageWriter(GuestMemory& ram) : ram_(ram), buffer_(kPage / 8) {}
-
-	// One batch of marks per call (one atomic OR per 64 neighbouring pages): the dirty log
-	// is attached and detached only while the workload is paused between calls.
-	uint64_t write(const std::vector<PageRange>& runs)
-	{
-		DirtyMarker marker(ram_.dirty_log());
-		uint64_t pages = 0;
-		for (const PageRange& run : runs)
-			for (uint64_t page = run.first_page; page < run.first_page + run.pages; page++) {
-				const uint64_t stamp = (++generation_ << 24) ^ (page * 0x9e3779b97f4a7c15ull);
-				for (size_t i = 0; i < buffer_.size(); i++)
-					buffer_[i] = stamp + i * 0x100000001b3ull;
-				if (!ram_.write(page * kPage, buffer_.data(), kPage, marker))
-					throw std::logic_error("workload page outside guest RAM");
-				pages++;
-			}
-		return pages;
-	}
-
-private:
-	GuestMemory& ram_;
-	std::vector<uint64_t> buffer_;
-	uint64_t generation_ = 0;
-};
-
 uint64_t count_pages(const std::vector<PageRange>& runs)
 {
 	uint64_t pages = 0;
@@ -100,42 +72,79 @@ uint64_t count_pages(const std::vector<PageRange>& runs)
 	return pages;
 }
 
+// The pages a region of the generator holds, in its own page order.
+struct Region {
+	std::vector<PageRange> runs;
+	std::vector<uint64_t> starts; // region page index of each run's first page
+
+	void assign(std::vector<PageRange> got)
+	{
+		runs = std::move(got);
+		starts.clear();
+		uint64_t at = 0;
+		for (const PageRange& run : runs) {
+			starts.push_back(at);
+			at += run.pages;
+		}
+	}
+	void clear() { assign({}); }
+};
+
+constexpr double kWarmupStepMs = 1.0;
+constexpr uint64_t kStepPages = 256;
+
+// Runs the generator on a GuestUserMemory. The generator thread is the only one that
+// touches the generator's state and the regions while the workload runs; everyone else
+// reads them only while it is paused or stopped.
 class GuestWorkload : public Workload
 {
 public:
 	GuestWorkload(const WorkloadConfig& config, GuestUserMemory& memory)
-		: config_(config), memory_(memory), writer_(memory.ram()), random_(config.seed)
+		: config_(config), memory_(memory), regions_(VBW_REGION_ARENA0 + VBW_MAX_ARENAS),
+		  page_(VBW_PAGE_WORDS)
 	{
-		if (config.freed_fraction < 0 || config.freed_fraction > 1)
-			throw std::invalid_argument("workload: freed fraction must be within 0..1");
-		if (config.kind == WorkloadKind::kBusy &&
-		    (config.busy_allocation_bytes < kPage || config.busy_bytes_per_second <= 0))
-			throw std::invalid_argument("workload: busy needs an allocation of at least a page and a rate");
+		if (const char* bad = vbw_check_params(kind(), &config.params, memory.ram().size()))
+			throw std::invalid_argument(std::string("workload: ") + bad);
+		const vbw_ops ops = {this, &GuestWorkload::allocate_cb, &GuestWorkload::write_cb,
+				     &GuestWorkload::release_cb};
+		state_ = std::make_unique<vbw_state>();
+		vbw_init(state_.get(), kind(), &config.params, memory.ram().size(), &ops);
 	}
 
 	~GuestWorkload() override { stop(); }
 
 	void prepare() override
 	{
-		working_set_ = memory_.allocate(config_.working_set_bytes / kPage);
-		stats_.pages_written += writer_.write(working_set_);
-		stats_.allocations++;
-		if (config_.kind == WorkloadKind::kFreed) {
-			// Most of what is left, written and given back: free but not zero.
-			const uint64_t ram_pages = memory_.ram().size() / kPage;
-			const uint64_t rest = ram_pages - std::min(ram_pages, count_pages(working_set_));
-			auto freed = memory_.allocate(uint64_t(double(rest) * config_.freed_fraction));
-			stats_.pages_written += writer_.write(freed);
-			stats_.pages_freed += count_pages(freed);
-			memory_.free(freed);
+		if (config_.shuffle_free_list)
+			memory_.shuffle_free_memory(config_.params.seed);
+		if (config_.booted_guest_bytes != 0) {
+			booted_.assign(memory_.allocate(config_.booted_guest_bytes / kPage));
+			write_region(booted_, kBootedGuestRegion, 0, count_pages(booted_.runs), 1, VBW_PATH_ANON);
 		}
+		vbw_prepare(state_.get());
+		vbw_start(state_.get(), 0);
+		publish_stats();
 	}
 
 	void start() override
 	{
 		if (config_.kind != WorkloadKind::kBusy || thread_.joinable())
 			return;
-		start_ms_ = now_ms();
+		// The warm-up, in workload time: the migration has not started, so nothing waits.
+		for (double t = 0;; t = std::min(t + kWarmupStepMs, config_.params.warmup_ms)) {
+			while (vbw_step(state_.get(), t, kStepPages) != 0) {
+			}
+			if (t >= config_.params.warmup_ms)
+				break;
+		}
+		{
+			// Workload time goes on from the warm-up's end, whatever clock is set.
+			std::lock_guard lock(mutex_);
+			workload_ms_ = config_.params.warmup_ms;
+			if (clock_)
+				clock_offset_ms_ = workload_ms_ - clock_();
+		}
+		publish_stats();
 		thread_ = std::thread([this] { run_busy(); });
 	}
 
@@ -169,18 +178,27 @@ public:
 	void set_clock(std::function<double()> now) override
 	{
 		std::lock_guard lock(mutex_);
-		// Keep the bytes owed continuous across a change of clock.
-		const double elapsed = now_ms_locked() - start_ms_;
+		// Workload time goes on from where it stands.
+		workload_ms_ = now_ms_locked();
 		clock_ = std::move(now);
-		start_ms_ = now_ms_locked() - elapsed;
+		clock_offset_ms_ = clock_ ? workload_ms_ - clock_() : 0;
+		changed_.notify_all();
 	}
 
 	std::vector<PageRange> pages_in_use() const override
 	{
 		std::lock_guard lock(mutex_);
-		std::vector<PageRange> in_use = working_set_;
-		for (const auto& allocation : live_)
-			in_use.insert(in_use.end(), allocation.begin(), allocation.end());
+		std::vector<PageRange> in_use = booted_.runs;
+		auto add = [&](uint32_t region) {
+			const Region& r = regions_[region];
+			in_use.insert(in_use.end(), r.runs.begin(), r.runs.end());
+		};
+		add(VBW_REGION_WORKING_SET);
+		add(VBW_REGION_HOT);
+		add(VBW_REGION_CACHE);
+		for (uint32_t slot = 0; slot < VBW_MAX_ARENAS; slot++)
+			if (vbw_arena_live(state_.get(), slot))
+				add(VBW_REGION_ARENA0 + slot);
 		return in_use;
 	}
 
@@ -191,30 +209,99 @@ public:
 	}
 
 private:
-	double now_ms_locked() const
+	vbw_kind kind() const
 	{
-		if (clock_)
-			return clock_();
-		return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
-			.count();
-	}
-	double now_ms() const
-	{
-		std::lock_guard lock(mutex_);
-		return now_ms_locked();
+		switch (config_.kind) {
+		case WorkloadKind::kFresh: return VBW_FRESH;
+		case WorkloadKind::kFreed: return VBW_FREED;
+		case WorkloadKind::kBusy: return VBW_BUSY;
+		}
+		return VBW_FRESH;
 	}
 
-	// A compile: allocate an arena, write it, keep a bounded number alive, free the oldest
-	// (or a random one), at the configured bytes per second of the current clock.
+	static uint64_t allocate_cb(void* ctx, uint32_t region, uint64_t pages)
+	{
+		auto* self = static_cast<GuestWorkload*>(ctx);
+		std::vector<PageRange> got = self->memory_.allocate(pages);
+		const uint64_t n = count_pages(got);
+		std::lock_guard lock(self->mutex_);
+		self->regions_[region].assign(std::move(got));
+		return n;
+	}
+
+	static void release_cb(void* ctx, uint32_t region)
+	{
+		auto* self = static_cast<GuestWorkload*>(ctx);
+		std::vector<PageRange> runs;
+		{
+			std::lock_guard lock(self->mutex_);
+			runs = std::move(self->regions_[region].runs);
+			self->regions_[region].clear();
+		}
+		self->memory_.free(runs);
+	}
+
+	static void write_cb(void* ctx, uint32_t region, uint64_t first, uint64_t count, uint64_t stamp,
+			     vbw_path path)
+	{
+		static_cast<GuestWorkload*>(ctx)->write(region, first, count, stamp, path);
+	}
+
+	// Anonymous memory marks through one DirtyMarker per call (one atomic OR per 64
+	// neighbouring pages); page cache through GuestMemory's own range marking. The dirty
+	// log is attached and detached only while the workload is paused between calls.
+	void write(uint32_t region, uint64_t first, uint64_t count, uint64_t stamp, vbw_path path)
+	{
+		write_region(regions_[region], region, first, count, stamp, path);
+	}
+
+	void write_region(const Region& r, uint32_t region, uint64_t first, uint64_t count, uint64_t stamp,
+			  vbw_path path)
+	{
+		GuestMemory& ram = memory_.ram();
+		DirtyMarker marker(ram.dirty_log());
+		size_t run = size_t(std::upper_bound(r.starts.begin(), r.starts.end(), first) - r.starts.begin()) - 1;
+		for (uint64_t i = first; i < first + count; i++) {
+			while (run + 1 < r.runs.size() && r.starts[run + 1] <= i)
+				run++;
+			if (run >= r.runs.size() || i - r.starts[run] >= r.runs[run].pages)
+				throw std::logic_error("workload wrote past its region");
+			const uint64_t page = r.runs[run].first_page + (i - r.starts[run]);
+			vbw_fill_page(page_.data(), region, i, stamp);
+			const bool ok = path == VBW_PATH_CACHE ? ram.write(page * kPage, page_.data(), kPage)
+							       : ram.write(page * kPage, page_.data(), kPage, marker);
+			if (!ok)
+				throw std::logic_error("workload page outside guest RAM");
+		}
+	}
+
+	void publish_stats()
+	{
+		std::lock_guard lock(mutex_);
+		stats_.pages_written = state_->stats.pages_written;
+		stats_.pages_freed = state_->stats.pages_freed;
+		stats_.allocations = state_->stats.allocations;
+	}
+
+	double now_ms_locked() const { return clock_ ? clock_() + clock_offset_ms_ : workload_ms_; }
+
+	// busy: whatever is owed at the clock's time, in steps; before parking for a pause,
+	// everything owed at that moment (writes go on until the pause).
 	void run_busy()
 	{
-		const uint64_t allocation_pages = config_.busy_allocation_bytes / kPage;
-		const size_t max_live = std::max<uint64_t>(1, config_.busy_live_bytes / config_.busy_allocation_bytes);
-		uint64_t bytes_done = 0;
 		std::unique_lock lock(mutex_);
 		for (;;) {
 			if (stop_requested_)
 				break;
+			const double now = now_ms_locked();
+			lock.unlock();
+			const uint64_t written = vbw_step(state_.get(), now, kStepPages);
+			lock.lock();
+			stats_.pages_written = state_->stats.pages_written;
+			stats_.pages_freed = state_->stats.pages_freed;
+			stats_.allocations = state_->stats.allocations;
+			if (written != 0)
+				continue;
 			if (pause_requested_ > 0) {
 				paused_ = true;
 				changed_.notify_all();
@@ -222,30 +309,8 @@ private:
 				paused_ = false;
 				continue;
 			}
-			const double owed = (now_ms_locked() - start_ms_) * config_.busy_bytes_per_second / 1000.0;
-			if (double(bytes_done) >= owed) {
-				// Ahead of the clock: wait a little (pacing, not synchronisation).
-				changed_.wait_for(lock, std::chrono::microseconds(200));
-				continue;
-			}
-			std::vector<PageRange> freed;
-			if (live_.size() >= max_live) {
-				const size_t victim = random_() % live_.size();
-				freed = std::move(live_[victim]);
-				live_.erase(live_.begin() + long(victim));
-			}
-			lock.unlock();
-			if (!freed.empty())
-				memory_.free(freed);
-			std::vector<PageRange> fresh = memory_.allocate(allocation_pages);
-			const uint64_t written = writer_.write(fresh);
-			lock.lock();
-			stats_.pages_freed += count_pages(freed);
-			stats_.pages_written += written;
-			stats_.allocations++;
-			bytes_done += config_.busy_allocation_bytes;
-			if (!fresh.empty())
-				live_.push_back(std::move(fresh));
+			// Up to date with the clock: wait a little (pacing, not synchronisation).
+			changed_.wait_for(lock, std::chrono::microseconds(200));
 		}
 		stopped_ = true;
 		changed_.notify_all();
@@ -253,16 +318,18 @@ private:
 
 	const WorkloadConfig config_;
 	GuestUserMemory& memory_;
-	PageWriter writer_;
-	std::mt19937_64 random_;
-	std::vector<PageRange> working_set_;
-	std::deque<std::vector<PageRange>> live_;
+	std::unique_ptr<vbw_state> state_;
+	static constexpr uint32_t kBootedGuestRegion = 0xffff; // not one of the generator's
+	std::vector<Region> regions_;
+	Region booted_;
+	std::vector<uint64_t> page_;
 	WorkloadStats stats_;
 
 	mutable std::mutex mutex_;
 	std::condition_variable changed_;
 	std::function<double()> clock_;
-	double start_ms_ = 0;
+	double clock_offset_ms_ = 0;
+	double workload_ms_ = 0;
 	unsigned pause_requested_ = 0;
 	bool paused_ = false;
 	bool stop_requested_ = false;
@@ -293,6 +360,26 @@ std::optional<WorkloadKind> parse_workload(std::string_view name)
 		if (name == workload_name(kind))
 			return kind;
 	return std::nullopt;
+}
+
+WorkloadConfig workload_for_ram(WorkloadKind kind, uint64_t ram_bytes)
+{
+	WorkloadConfig config;
+	config.kind = kind;
+	vbw_params& p = config.params;
+	auto clamp = [](uint64_t& bytes, uint64_t most) { bytes = std::min(bytes, most / kPage * kPage); };
+	config.booted_guest_bytes = kBootedTestGuestBytes;
+	clamp(config.booted_guest_bytes, ram_bytes / 16);
+	clamp(p.working_set_bytes, ram_bytes / 8);
+	const uint64_t busy = p.hot_bytes + p.cache_bytes + p.live_bytes;
+	if (busy > ram_bytes / 4) {
+		const double scale = double(ram_bytes / 4) / double(busy);
+		clamp(p.hot_bytes, uint64_t(double(p.hot_bytes) * scale));
+		clamp(p.cache_bytes, uint64_t(double(p.cache_bytes) * scale));
+		clamp(p.live_bytes, uint64_t(double(p.live_bytes) * scale));
+		clamp(p.arena_bytes, p.live_bytes);
+	}
+	return config;
 }
 
 std::unique_ptr<Workload> make_workload(const WorkloadConfig& config, GuestUserMemory& memory)

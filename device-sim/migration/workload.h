@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// What the guest does before and while it migrates. Three workloads, each with its knobs:
+// What the guest does before and while it migrates: the workload generator
+// (workload_generator.h, plain C shared with the guest binary tests/guest/vbwork.c) run on
+// the simulated guest's memory. Three workloads:
 //  - fresh: a booted guest with a small working set; most of RAM was never touched (seed
 //    000's idle guest: zero pages cost the source a full scan but few bytes);
 //  - freed: idle after writing most of RAM and freeing it again: the free pages are not
 //    zero, so zero detection cannot help and only hints or reports can;
-//  - busy: fresh plus a compile-like loop that allocates, writes and frees pages at a set
-//    rate while the migration runs (seed 001's make -j4).
-// Every page a workload allocates is written whole, with contents unique to the page and
-// the write, so the verifier catches any page sent stale.
+//  - busy: fresh plus a compile's memory traffic (seed 001's make -j4): a hot set rewritten,
+//    page cache rewritten slowly, arenas allocated, written and freed at random and reused;
+//    warmed up in model time before the migration and paced by the model clock during it.
+// Anonymous memory is written through a DirtyMarker, page cache through GuestMemory's plain
+// write (its range marking): every page through exactly one marking path, so a bug in
+// either path leaves a stale page at the destination.
 #ifndef VBSIM_MIGRATION_WORKLOAD_H
 #define VBSIM_MIGRATION_WORKLOAD_H
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "migration/migration.h"
+#include "migration/workload_generator.h"
 
 namespace vbsim
 {
@@ -40,6 +46,8 @@ public:
 	// Up to `pages` pages in runs; fewer when the guest is out of memory. Not written yet.
 	virtual std::vector<PageRange> allocate(uint64_t pages) = 0;
 	virtual void free(const std::vector<PageRange>& runs) = 0;
+	// Shuffles the guest's free lists (page_alloc.shuffle=1).
+	virtual void shuffle_free_memory(uint64_t seed) = 0;
 };
 
 // GuestUserMemory over a buddy allocator (the simulated guest's own, or a bare one in tests).
@@ -49,6 +57,11 @@ std::unique_ptr<GuestUserMemory> make_allocator_user_memory(GuestMemory& ram,
 // pressure path (the free page hint shrinker, then the OOM notifier), as user programs'
 // page faults would.
 std::unique_ptr<GuestUserMemory> make_sim_guest_user_memory(GuestMemory& ram, SimGuest& guest);
+// Free page reporting in the simulated guest waits report_delay (SimGuestOptions: 2 ms of
+// real time, where Linux waits 2 s) before each pass. Instead of modelling Linux's wait, a
+// run waits, before it migrates, until every reportable free block was reported, as the
+// real-QEMU runs (tests/guest) wait for QEMU's RSS to settle. False on timeout.
+bool wait_for_reporting_to_settle(SimGuest& guest, std::chrono::milliseconds timeout);
 
 enum class WorkloadKind : uint8_t { kFresh, kFreed, kBusy };
 const char* workload_name(WorkloadKind kind);
@@ -56,20 +69,30 @@ std::optional<WorkloadKind> parse_workload(std::string_view name);
 
 struct WorkloadConfig {
 	WorkloadKind kind = WorkloadKind::kFresh;
-	// All workloads: what the booted guest wrote and keeps in use (kernel data, page cache,
-	// daemons). A booted idle Debian guest holds 150-300 MiB; the default is in that range.
-	uint64_t working_set_bytes = 192ull << 20;
-	// freed: the share of RAM (beyond the working set) written and then freed before the
-	// migration starts.
-	double freed_fraction = 0.75;
-	// busy: the compile's footprint (allocated at any moment, on top of the working set),
-	// how fast it turns over (bytes allocated + written and freed per second), and the size
-	// of one allocation (a compiler process's arena).
-	uint64_t busy_live_bytes = 512ull << 20;
-	double busy_bytes_per_second = 400.0 * (1 << 20);
-	uint64_t busy_allocation_bytes = 2ull << 20;
-	uint64_t seed = 1; // for the busy workload's choices
+	// Sizes and rates (bytes per second of the model clock), the guest binary's defaults.
+	vbw_params params = vbw_default_params();
+	// The guest booted with its free lists shuffled (Linux: page_alloc.shuffle=1), before
+	// prepare() allocates: the working set and the free memory then lie all over RAM, so
+	// a hint that lands after the bulk pass started saves only what lies ahead of it.
+	// Off by default, as on Debian 12's kernel without that parameter.
+	bool shuffle_free_list = false;
+	// What the booted guest itself holds before any workload runs (kernel image, its page
+	// structures, the unpacked initramfs, slab, the shell): written once before the
+	// workload's own memory and held. Not the generator's: the real guest has it already
+	// (vbwork does not allocate it). 0 here; workload_for_ram() (compare) gives the
+	// calibration guest's, kBootedTestGuestBytes.
+	uint64_t booted_guest_bytes = 0;
 };
+
+// Measured on the calibration guest: real QEMU sent 57.7k normal pages for `fresh`, of which
+// vbwork's working set is 32.8k (tests/guest/calibration/qemu-7.2.json), so the booted 2 GiB
+// busybox test guest holds 24.9k pages, 97 MiB. A Debian guest with its daemons holds more.
+inline constexpr uint64_t kBootedTestGuestBytes = 97ull << 20;
+
+// The defaults, shrunk for a small guest: the working set at most 1/8 of RAM, the busy
+// footprint (hot set, cache, arenas) at most 1/4; and the booted guest's own memory
+// (kBootedTestGuestBytes, at most 1/16 of RAM).
+WorkloadConfig workload_for_ram(WorkloadKind kind, uint64_t ram_bytes);
 
 struct WorkloadStats {
 	uint64_t pages_written = 0;
@@ -84,15 +107,19 @@ public:
 	// The guest's state before migration (fresh: the working set; freed: also writes and
 	// frees most of RAM). Call once, before start().
 	virtual void prepare() = 0;
-	// busy starts its thread; the others do nothing while migrating.
+	// busy: runs its warm-up (params.warmup_ms of workload time, at once: the model clock
+	// is not running yet) and starts its thread, which then stands still until a clock is
+	// set; the others do nothing while migrating.
 	virtual void start() = 0;
-	// Returns once the workload stands still (no write in flight) / lets it go on.
+	// Returns once the workload has done every write it owes at the clock's present time
+	// and stands still (no write in flight) / lets it go on.
 	virtual void pause() = 0;
 	virtual void resume() = 0;
 	virtual void stop() = 0;
 	// The clock the workload paces itself by, in ms (busy: bytes = rate x elapsed). The
 	// migration model sets its own model clock while it runs, so the guest dirties pages at
-	// the configured rate in model time however loaded the host is; empty: real time.
+	// the configured rates in model time however loaded the host is. Workload time goes on
+	// from where it stood (after the warm-up, or the last clock); empty: it stands still.
 	virtual void set_clock(std::function<double()> now_ms) = 0;
 	// Pages the workload holds; call while paused or stopped.
 	virtual std::vector<PageRange> pages_in_use() const = 0;

@@ -12,9 +12,11 @@ Steps, each cached in the work folder (default tests/guest/.work, or $VBALLOON_G
   3. the ELF vmlinux, decompressed from the XZ stream inside the bzImage (an ELF boots
      through PVH and skips 3-7 s of in-guest decompression under TCG);
   4. `depmod` on the unpacked modules, whose modules.dep gives the load order;
-  5. a static memory hog (hog.c) built with `gcc -static`, keyed by its source hash;
+  5. a static memory hog (hog.c) and the migration workloads (vbwork.c with the simulator's
+     own generator, device-sim/migration/workload_generator.c) built with `gcc -static`,
+     keyed by their sources' hash;
   6. a gzip'd newc initramfs: busybox-static, /init, the virtio modules, the in-tree
-     virtio_balloon.ko, the hog and, when given, vballoon.ko; keyed by the hash of everything
+     virtio_balloon.ko, the hog, vbwork and, when given, vballoon.ko; keyed by the hash of everything
      that goes in, so a rebuilt vballoon.ko gives a new image and an unchanged one is reused.
 
 Run as a script to prepare (and print) the paths:
@@ -340,6 +342,28 @@ def build_hog(work: str) -> str:
     return out
 
 
+# The workload generator lives with the simulator's migration model; the guest binary is
+# built from the same source, so the real guest and the model run one program logic.
+GENERATOR_DIR = os.path.join(REPO_ROOT, "device-sim", "migration")
+VBWORK_SOURCES = [os.path.join(HERE, "vbwork.c"),
+                  os.path.join(GENERATOR_DIR, "workload_generator.c"),
+                  os.path.join(GENERATOR_DIR, "workload_generator.h")]
+
+
+def build_vbwork(work: str) -> str:
+    h = hashlib.sha256()
+    for src in VBWORK_SOURCES:
+        h.update(open(src, "rb").read())
+    out = os.path.join(work, "bin", f"vbwork-{h.hexdigest()[:16]}")
+    if not os.path.exists(out):
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        tmp = out + ".tmp"
+        _run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-I", GENERATOR_DIR,
+              "-o", tmp] + [s for s in VBWORK_SOURCES if s.endswith(".c")])
+        os.replace(tmp, out)
+    return out
+
+
 def _is_static_elf(path: str) -> bool:
     """True for an x86-64 ELF without a PT_INTERP program header (no dynamic loader)."""
     with open(path, "rb") as f:
@@ -411,6 +435,7 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None,
     if not _is_static_elf(busybox):
         raise ImageError(f"{busybox} is dynamically linked: install busybox-static")
     hog = build_hog(work)
+    vbwork = build_vbwork(work)
 
     base = module_load_order(mdir, VIRTIO_BASE_MODULES)
     intree = [p for p in module_load_order(mdir, [INTREE_BALLOON_MODULE]) if p not in base]
@@ -428,7 +453,8 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None,
 
     init = INIT_SCRIPT.replace("@KVER@", kver).replace("@BASE_MODULES@", " ".join(base))
     inputs = [("init", hashlib.sha256(init.encode()).hexdigest()),
-              ("busybox", sha256_file(busybox)), ("hog", sha256_file(hog))]
+              ("busybox", sha256_file(busybox)), ("hog", sha256_file(hog)),
+              ("vbwork", sha256_file(vbwork))]
     for p in base + intree + vb_deps:
         inputs.append((p, sha256_file(os.path.join(mdir, p))))
     if vballoon_ko:
@@ -461,6 +487,7 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None,
     a.file("bin/busybox", open(busybox, "rb").read(), 0o755)
     a.symlink("bin/sh", "busybox")
     a.file("bin/hog", open(hog, "rb").read(), 0o755)
+    a.file("bin/vbwork", open(vbwork, "rb").read(), 0o755)
     a.file("init", init.encode(), 0o755)
     made = set()
     for p in base + intree + vb_deps:

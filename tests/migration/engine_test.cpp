@@ -1,6 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include <gtest/gtest.h>
 
+#include "migration/channel.h"
+#include "migration/destination_image.h"
+#include "migration/host_profile.h"
 #include "migration/migration.h"
 #include "migration/workload.h"
 #include "small_machine.h"
@@ -18,16 +25,24 @@ WorkloadConfig small_workload(WorkloadKind kind)
 {
 	WorkloadConfig config;
 	config.kind = kind;
-	config.working_set_bytes = 4ull << 20;
-	config.busy_live_bytes = 4ull << 20;
-	config.busy_allocation_bytes = 256ull << 10;
-	config.busy_bytes_per_second = 200.0 * (1 << 20);
+	config.params.working_set_bytes = 4ull << 20;
+	config.params.live_bytes = 4ull << 20;
+	config.params.arena_bytes = 256ull << 10;
+	config.params.churn_bytes_per_second = 200.0 * (1 << 20);
+	config.params.hot_bytes = 1ull << 20;
+	config.params.hot_bytes_per_second = 32.0 * (1 << 20);
+	config.params.cache_bytes = 1ull << 20;
+	config.params.cache_bytes_per_second = 4.0 * (1 << 20);
+	config.params.warmup_ms = 100;
 	return config;
 }
 
-MigrationConfig config_for(Strategy strategy)
+// Most tests here are about the engine's mechanics, on the `ideal` host (hints clear pages
+// as they arrive, reported pages are skipped); the QEMU profiles have their own tests.
+MigrationConfig config_for(Strategy strategy, const char* host = "ideal")
 {
 	MigrationConfig config;
+	apply_host_profile(*find_host_profile(host), 0, config);
 	config.strategy = strategy;
 	return config;
 }
@@ -55,7 +70,9 @@ TEST(Migration, NoneSendsEveryPageWholeAndVerifies)
 	EXPECT_GE(r.pages_sent, pages + SmallMachine::kKernelPages);
 	EXPECT_EQ(r.zero_pages, 0u);
 	EXPECT_EQ(r.round_log.front().pages_sent, pages);
-	EXPECT_EQ(r.bytes_sent, r.pages_sent * (4096 + 8));
+	// Every page is a header and its bytes; each round ends in one sync record per channel.
+	EXPECT_EQ(r.bytes_sent, r.pages_sent * (4096 + 8) + r.rounds * config_for(Strategy::kNone).sender_threads * 8);
+	EXPECT_EQ(r.bytes_received, r.bytes_sent);
 	EXPECT_GE(r.rounds, 2u);
 	EXPECT_TRUE(r.round_log.back().stop_and_copy);
 	EXPECT_GT(r.pages_verified, (4ull << 20) / 4096);
@@ -153,14 +170,19 @@ TEST(Migration, BusyGuestTakesMoreRoundsAndConvergesWithinTheDowntimeLimit)
 {
 	SmallMachine m(kRam);
 	auto config = small_workload(WorkloadKind::kBusy);
-	config.busy_bytes_per_second = 40.0 * (1 << 20);
+	// 40 + 8 + 4 MiB/s of writes against a 64 MiB/s link: slow enough that the guest
+	// dirties pages between syncs, fast enough to converge.
+	config.params.churn_bytes_per_second = 40.0 * (1 << 20);
+	config.params.hot_bytes_per_second = 8.0 * (1 << 20);
 	auto workload = make_workload(config, *m.user_memory);
 	workload->prepare();
 	workload->start();
 	auto machine = m.machine(*workload);
 	MigrationConfig mc = config_for(Strategy::kZeroDetect);
-	mc.link_bytes_per_second = 64.0 * (1 << 20); // slow enough that the guest dirties pages
-	mc.downtime_limit_ms = 30;
+	mc.link_bytes_per_second = 64.0 * (1 << 20);
+	// The steady dirty set (kernel area, hot set, page cache, arenas) is 600-1100 pages,
+	// 40-70 ms at this link: the bulk pass leaves more than that.
+	mc.downtime_limit_ms = 60;
 	MigrationResult r = migrate(machine, mc);
 	workload->stop();
 	ASSERT_TRUE(r.verified) << r.error;
@@ -178,7 +200,7 @@ TEST(Migration, AGuestDirtyingFasterThanTheLinkIsForcedToStopAfterMaxRounds)
 {
 	SmallMachine m(kRam);
 	auto config = small_workload(WorkloadKind::kBusy);
-	config.busy_bytes_per_second = 400.0 * (1 << 20);
+	config.params.churn_bytes_per_second = 400.0 * (1 << 20);
 	auto workload = make_workload(config, *m.user_memory);
 	workload->prepare();
 	workload->start();
@@ -303,6 +325,242 @@ TEST(Migration, HintStrategyWithoutHintControlsIsRefused)
 	auto machine = m.machine(*workload);
 	machine.hints = nullptr;
 	EXPECT_THROW(migrate(machine, config_for(Strategy::kHint)), std::invalid_argument);
+}
+
+TEST(Pacing, TheLinkIsARateOnModelTime)
+{
+	EXPECT_DOUBLE_EQ(link_ms(1250000, MigrationConfig::kTenGigabitLink), 1.0);
+	EXPECT_DOUBLE_EQ(link_ms(128 << 20, MigrationConfig::kQemuDefaultThrottle), 1000.0);
+	EXPECT_EQ(link_ms(uint64_t{1} << 40, kUnlimitedLink), 0.0);
+}
+
+TEST(Pacing, EachRoundTakesTheLongerOfItsLinkTimeAndItsCpuPathPlusItsSync)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
+	workload->prepare();
+	auto machine = m.machine(*workload);
+	MigrationConfig config = config_for(Strategy::kNone, "qemu-7.2");
+	config.link_bytes_per_second = 256.0 * (1 << 20);
+	MigrationResult r = migrate(machine, config);
+	ASSERT_TRUE(r.verified) << r.error;
+	double total = r.setup_ms + r.vm_stop_ms;
+	for (const RoundProgress& round : r.round_log) {
+		EXPECT_DOUBLE_EQ(round.network_ms, link_ms(round.bytes_sent, config.link_bytes_per_second));
+		EXPECT_DOUBLE_EQ(round.round_ms, std::max(round.network_ms, round.critical_cpu_ms) + round.sync_ms);
+		total += round.round_ms;
+	}
+	// 48 MiB whole at 256 MiB/s: the link decides the bulk pass.
+	EXPECT_GE(r.round_log.front().round_ms, 187.5);
+	EXPECT_NEAR(r.total_ms, total + (r.sync_ms - [&] {
+		double s = 0;
+		for (const RoundProgress& round : r.round_log)
+			s += round.sync_ms;
+		return s;
+	}()), 1e-6);
+	// An unlimited link: only the CPU path counts.
+	config.link_bytes_per_second = kUnlimitedLink;
+	MigrationResult fast = migrate(machine, config);
+	ASSERT_TRUE(fast.verified) << fast.error;
+	for (const RoundProgress& round : fast.round_log) {
+		EXPECT_EQ(round.network_ms, 0.0);
+		EXPECT_DOUBLE_EQ(round.round_ms, round.critical_cpu_ms + round.sync_ms);
+	}
+}
+
+// QEMU 7.2 applies hints under the bitmap mutex its migration thread holds for 50 ms
+// iterations: hints the guest sent at once still land only at an iteration boundary, and
+// the pages the first iteration sent are sent anyway.
+TEST(HostProfiles, Qemu72HintsLandOnlyAtIterationBoundaries)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFreed), *m.user_memory);
+	workload->prepare();
+	auto machine = m.machine(*workload);
+	MigrationConfig qemu = config_for(Strategy::kHint, "qemu-7.2");
+	qemu.link_bytes_per_second = 256.0 * (1 << 20); // the bulk pass takes ~190 ms
+	MigrationResult late = migrate(machine, qemu);
+	ASSERT_TRUE(late.verified) << late.error;
+	ASSERT_FALSE(late.hint_landings_ms.empty());
+	EXPECT_GE(late.hint_landings_ms.front(), late.setup_ms + qemu.iteration_ms);
+	EXPECT_GE(late.round_log.front().iterations, 2u);
+	// What the first iteration sent (50 ms at 256 MiB/s: 3200 pages) went whole.
+	EXPECT_GE(late.round_log.front().pages_sent, 3200u);
+
+	MigrationConfig ideal = config_for(Strategy::kHint, "ideal");
+	ideal.link_bytes_per_second = qemu.link_bytes_per_second;
+	MigrationResult early = migrate(machine, ideal);
+	ASSERT_TRUE(early.verified) << early.error;
+	ASSERT_FALSE(early.hint_landings_ms.empty());
+	EXPECT_LT(early.hint_landings_ms.front(), qemu.iteration_ms);
+	EXPECT_LT(early.round_log.front().pages_sent, late.round_log.front().pages_sent);
+	EXPECT_GT(early.pages_skipped_hinted, late.pages_skipped_hinted);
+}
+
+TEST(HostProfiles, Qemu72ScansReportedPagesAsZeroPages)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFreed), *m.user_memory);
+	workload->prepare();
+	const uint64_t reported = m.report_free_pages(nullptr);
+	auto machine = m.machine(*workload);
+	MigrationResult r = migrate(machine, config_for(Strategy::kReportZeroDetect, "qemu-7.2"));
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_EQ(r.pages_skipped_reported, 0u);
+	EXPECT_GE(r.round_log.front().zero_pages, reported);
+	// Without zero detection QEMU would send them whole.
+	MigrationResult whole = migrate(machine, config_for(Strategy::kReport, "qemu-7.2"));
+	ASSERT_TRUE(whole.verified) << whole.error;
+	EXPECT_GE(whole.round_log.front().pages_sent, kRam / 4096);
+}
+
+TEST(HostProfiles, EachProfileSetsItsMechanisms)
+{
+	MigrationConfig c;
+	apply_host_profile(*find_host_profile("qemu-7.2"), 0, c);
+	EXPECT_EQ(c.sender_threads, 1u);
+	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kMigrationThread);
+	EXPECT_EQ(c.hint_application, HintApplication::kAtIterationBoundaries);
+	EXPECT_EQ(c.reported_pages, ReportedPages::kScanned);
+	apply_host_profile(*find_host_profile("qemu-9"), 4, c);
+	EXPECT_EQ(c.sender_threads, 4u);
+	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kSenderThreads);
+	EXPECT_EQ(c.hint_application, HintApplication::kAtIterationBoundaries);
+	apply_host_profile(*find_host_profile("ideal"), 0, c);
+	EXPECT_EQ(c.hint_application, HintApplication::kImmediately);
+	EXPECT_EQ(c.reported_pages, ReportedPages::kSkippedUnscanned);
+	EXPECT_EQ(find_host_profile("qemu-2.12"), nullptr);
+}
+
+TEST(Channel, EveryRecordArrivesAndTheSyncWaitsForIt)
+{
+	DestinationImage destination(16 * 4096);
+	std::vector<uint8_t> page(4096);
+	for (size_t i = 0; i < page.size(); i++)
+		page[i] = uint8_t(i * 7 + 1);
+	{
+		Channel channel(destination, 1);
+		channel.queue_page(3, page.data());
+		channel.queue_zero_page(4);
+		channel.queue_page(9, page.data());
+		EXPECT_EQ(channel.flush(), 2 * (8 + 4096) + 9u);
+		channel.sync();
+		EXPECT_EQ(channel.bytes_received(), 2 * (8 + 4096) + 9 + 8u);
+		EXPECT_FALSE(destination.differs(3, page.data()));
+		EXPECT_FALSE(destination.differs(9, page.data()));
+		EXPECT_FALSE(destination.differs(4, nullptr));
+		EXPECT_TRUE(destination.differs(5, page.data()));
+		// A zero page over a page with data clears it.
+		channel.queue_zero_page(9);
+		channel.flush();
+		channel.sync();
+		EXPECT_FALSE(destination.differs(9, nullptr));
+		EXPECT_FALSE(channel.receiver_failed());
+	}
+	// A record for a page outside the image: the receiver fails, the sync says so.
+	Channel bad(destination, 0);
+	bad.queue_zero_page(16);
+	bad.flush();
+	EXPECT_THROW(bad.sync(), std::runtime_error);
+	EXPECT_TRUE(bad.receiver_failed());
+}
+
+TEST(ModelClock, StandsStillOutsideMigrationsAndFollowsModelTimeWithin)
+{
+	ModelClock clock;
+	EXPECT_EQ(clock.now_ms(), 0.0);
+	double model = 0;
+	clock.drive([&] { return model; });
+	model = 1500;
+	EXPECT_EQ(clock.now_ms(), 1500.0);
+	clock.release();
+	model = 99999; // no longer read
+	EXPECT_EQ(clock.now_ms(), 1500.0);
+}
+
+TEST(ModelClock, AMigrationDrivesItFromWhereItStoodByTheRunsTotalTime)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
+	workload->prepare();
+	auto machine = m.machine(*workload);
+	ModelClock clock;
+	machine.clock = &clock;
+	MigrationResult first = migrate(machine, config_for(Strategy::kZeroDetect, "qemu-7.2"));
+	ASSERT_TRUE(first.verified) << first.error;
+	EXPECT_DOUBLE_EQ(clock.now_ms(), first.total_ms);
+	MigrationResult second = migrate(machine, config_for(Strategy::kZeroDetect, "qemu-7.2"));
+	ASSERT_TRUE(second.verified) << second.error;
+	EXPECT_DOUBLE_EQ(clock.now_ms(), first.total_ms + second.total_ms);
+}
+
+} // namespace
+} // namespace vbsim::migration
+
+namespace vbsim::migration
+{
+namespace
+{
+
+// Where the working set lands: from one end of RAM on a guest that booted with its free
+// lists in address order, from all over it with them shuffled (page_alloc.shuffle=1).
+uint64_t working_set_span_pages(bool shuffle, uint64_t seed)
+{
+	testing::SmallMachine m(kRam);
+	WorkloadConfig config = small_workload(WorkloadKind::kFresh);
+	config.params.working_set_bytes = 8ull << 20; // 2048 pages in 4 MiB blocks
+	config.params.seed = seed;
+	config.shuffle_free_list = shuffle;
+	auto workload = make_workload(config, *m.user_memory);
+	workload->prepare();
+	uint64_t low = UINT64_MAX, high = 0;
+	for (const PageRange& run : workload->pages_in_use()) {
+		low = std::min(low, run.first_page);
+		high = std::max(high, run.first_page + run.pages);
+	}
+	return high - low;
+}
+
+// The review's findings on the old busy: it never freed during a migration, wrote each page
+// once and dirtied in real time before the model clock started.
+TEST(Workload, BusyWarmsUpThenFreesAndRewritesWhileMigratingAndStandsStillBefore)
+{
+	testing::SmallMachine m(kRam);
+	WorkloadConfig config = small_workload(WorkloadKind::kBusy);
+	auto workload = make_workload(config, *m.user_memory);
+	workload->prepare();
+	const WorkloadStats prepared = workload->stats();
+	workload->start();
+	const WorkloadStats warmed = workload->stats();
+	// The warm-up (100 ms of workload time at 200 MiB/s of churn) already freed arenas.
+	EXPECT_GT(warmed.pages_freed, prepared.pages_freed);
+	// No clock yet: the workload stands still in real time.
+	std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the interval to show stillness
+	EXPECT_EQ(workload->stats().pages_written, warmed.pages_written);
+	auto machine = m.machine(*workload);
+	MigrationConfig mc = config_for(Strategy::kZeroDetect);
+	mc.link_bytes_per_second = 64.0 * (1 << 20);
+	MigrationResult r = migrate(machine, mc);
+	const WorkloadStats after = workload->stats();
+	workload->stop();
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_GT(after.pages_freed, warmed.pages_freed);
+	// The hot set (1 MiB = 256 pages at 32 MiB/s) was rewritten many times over.
+	EXPECT_GT(after.pages_written - warmed.pages_written, 4 * 256u);
+}
+
+TEST(Workload, AShuffledFreeListSpreadsTheWorkingSetOverRam)
+{
+	const uint64_t ram_pages = kRam / 4096;
+	uint64_t widest = 0, contiguous = 0;
+	for (uint64_t seed = 1; seed <= 5; seed++) {
+		EXPECT_EQ(working_set_span_pages(false, seed), 2048u);
+		const uint64_t span = working_set_span_pages(true, seed);
+		widest = std::max(widest, span);
+		contiguous += span == 2048;
+	}
+	EXPECT_GT(widest, ram_pages / 3);
+	EXPECT_LE(contiguous, 2u); // two of eleven 4 MiB blocks side by side, now and then
 }
 
 } // namespace

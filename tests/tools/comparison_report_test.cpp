@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comparison_report.h"
+#include "crossover.h"
 
 namespace vbsim
 {
@@ -31,6 +32,9 @@ ComparisonRow row(const std::string& workload, const std::string& strategy, uint
 	r.result.converged = true;
 	r.result.total_ms = total_ms;
 	r.result.downtime_ms = 20.5;
+	r.result.setup_ms = 0.25;
+	r.result.sync_ms = 0.75;
+	r.result.vm_stop_ms = 0.5;
 	r.result.verified = verified;
 	if (!verified)
 		r.result.error = "3 pages differ";
@@ -45,17 +49,18 @@ std::vector<ComparisonRow> sample_rows()
 		row("freed", "hint", 500, 2048004000, 200, false)};
 }
 
-const ComparisonSetup kSetup{512, 1e9, 2, 300};
+const ComparisonSetup kSetup{512, "qemu-7.2", "Debian 12's QEMU", 1e9, 2, 300, "populated", 1};
 
 TEST(ComparisonReport, JsonHasOneResultPerRowWithTheDocumentedFieldsInOrder)
 {
 	const nlohmann::ordered_json json = comparison_json(kSetup, sample_rows());
 	ASSERT_TRUE(json.contains("results"));
 	ASSERT_EQ(json["results"].size(), 4u);
-	const std::vector<std::string> fields = {"workload",	"strategy",	"bytes_sent",
-						 "pages_sent",	"host_cpu_ms",	"guest_cpu_ms",
-						 "rounds",	"total_ms",	"downtime_ms",
-						 "verified"};
+	const std::vector<std::string> fields = {
+		"workload",    "strategy",	   "run",	  "bytes_sent",	     "pages_sent",
+		"zero_pages",  "host_cpu_ms",	   "zero_scan_cpu_ms", "hint_cpu_ms",   "guest_cpu_ms",
+		"receiver_cpu_ms", "rounds",	   "converged",	  "total_ms",	     "downtime_ms",
+		"fixed_ms",    "first_hint_ms",   "verified"};
 	for (const auto& result : json["results"]) {
 		std::vector<std::string> keys;
 		for (auto it = result.begin(); it != result.end(); ++it)
@@ -82,14 +87,14 @@ TEST(ComparisonReport, CsvHasAHeaderAndOneLineMatchingEachRow)
 	std::istringstream csv(comparison_csv(sample_rows()));
 	std::string line;
 	ASSERT_TRUE(std::getline(csv, line));
-	EXPECT_EQ(line, "workload,strategy,bytes_sent,pages_sent,host_cpu_ms,guest_cpu_ms,rounds,"
-			"total_ms,downtime_ms,verified");
+	EXPECT_EQ(line, "workload,strategy,run,bytes_sent,pages_sent,zero_pages,host_cpu_ms,guest_cpu_ms,"
+			"rounds,total_ms,downtime_ms,fixed_ms,verified");
 	std::vector<std::string> lines;
 	while (std::getline(csv, line))
 		lines.push_back(line);
 	ASSERT_EQ(lines.size(), 4u);
-	EXPECT_EQ(lines[1], "fresh,zero-detect,41000,10,12.500,3.000,4,100.000,20.500,true");
-	EXPECT_EQ(lines[3], "freed,hint,2048004000,500,12.500,3.000,4,200.000,20.500,false");
+	EXPECT_EQ(lines[1], "fresh,zero-detect,0,41000,10,0,12.500,3.000,4,100.000,20.500,1.500,true");
+	EXPECT_EQ(lines[3], "freed,hint,0,2048004000,500,0,12.500,3.000,4,200.000,20.500,1.500,false");
 }
 
 TEST(ComparisonReport, TablesComeOnePerWorkloadWithRatiosAgainstNone)
@@ -119,6 +124,82 @@ TEST(ComparisonReport, RowsWithoutABaselineShowNoRatio)
 	const std::string text = comparison_tables(kSetup, {row("busy", "hint", 5, 20480, 50)});
 	const std::string hint_line = text.substr(text.find("hint ", text.find("workload busy")));
 	EXPECT_EQ(hint_line.find('x'), std::string::npos) << hint_line;
+}
+
+// A run's rounds: bytes sent and CPU critical path; total = setup + rounds + stop.
+migration::MigrationResult paced_run(std::vector<std::pair<uint64_t, double>> rounds, double link)
+{
+	migration::MigrationResult r;
+	r.verified = true;
+	r.setup_ms = 1;
+	r.total_ms = 1;
+	for (auto [bytes, cpu] : rounds) {
+		migration::RoundProgress p;
+		p.bytes_sent = bytes;
+		p.critical_cpu_ms = cpu;
+		p.network_ms = migration::link_ms(bytes, link);
+		p.sync_ms = 0.5;
+		p.round_ms = std::max(p.network_ms, cpu) + p.sync_ms;
+		r.total_ms += p.round_ms;
+		r.bytes_sent += bytes;
+		r.round_log.push_back(p);
+	}
+	r.host_cpu_ms = 10;
+	return r;
+}
+
+TEST(Crossover, ATotalAtAnotherLinkRepacesEachRoundAndKeepsTheRest)
+{
+	const double gbit = 1e9 / 8;
+	// 125 MB over 1 Gbit/s: 1000 ms on the wire, 50 ms of CPU; then 1.25 MB, 2 ms of CPU.
+	const auto r = paced_run({{125000000, 50}, {1250000, 2}}, gbit);
+	EXPECT_DOUBLE_EQ(r.total_ms, 1 + 1000.5 + 10.5);
+	EXPECT_DOUBLE_EQ(total_ms_at_link(r, gbit), r.total_ms);
+	// At 10 Gbit/s: 100 ms and 1 ms on the wire; the second round is CPU bound.
+	EXPECT_DOUBLE_EQ(total_ms_at_link(r, 10 * gbit), 1 + 100.5 + 2.5);
+	// Unlimited: the CPU path alone.
+	EXPECT_DOUBLE_EQ(total_ms_at_link(r, migration::kUnlimitedLink), 1 + 50.5 + 2.5);
+}
+
+TEST(Crossover, SpreadIsMedianMinMax)
+{
+	const Spread odd = spread_of({3, 1, 2});
+	EXPECT_EQ(odd.median, 2);
+	EXPECT_EQ(odd.min, 1);
+	EXPECT_EQ(odd.max, 3);
+	EXPECT_EQ(spread_of({4, 1, 2, 3}).median, 2.5);
+	EXPECT_EQ(spread_of({}).count, 0u);
+}
+
+TEST(ComparisonReport, HintedAgainstZeroDetectIsPairedRunByRunWithItsCrossover)
+{
+	const double gbit = 1e9 / 8;
+	std::vector<ComparisonRow> rows;
+	// zero-detect: CPU-bound (400 ms), few bytes; hinted: 40 ms of CPU, same bytes.
+	for (unsigned run = 0; run < 3; run++) {
+		ComparisonRow base{"fresh", "zero-detect", run, paced_run({{125000000, 400.0 + run}}, 10 * gbit)};
+		ComparisonRow hinted{"fresh", "hint+zero-detect", run, paced_run({{125000000, 40}}, 10 * gbit)};
+		rows.push_back(base);
+		rows.push_back(hinted);
+	}
+	const std::string text = comparison_tables(kSetup, rows);
+	// At 10 Gbit/s (the runs' own link): 101.5 / 402.5 (median run) = 0.252x.
+	EXPECT_NE(text.find("hint+zero-detect against zero-detect (3 run(s), median (min-max)): time 0.252x"),
+		  std::string::npos)
+		<< text;
+	// At 1 Gbit/s both take 1000 ms on the wire: 1001.5 / 1001.5.
+	EXPECT_NE(text.find("crossover, time ratio by link: 1 Gbit/s 1.000x"), std::string::npos) << text;
+	const nlohmann::ordered_json json = comparison_json(kSetup, rows);
+	ASSERT_EQ(json["summary"].size(), 1u);
+	const auto& summary = json["summary"][0];
+	EXPECT_EQ(summary["runs"], 3u);
+	EXPECT_DOUBLE_EQ(summary["bytes_ratio"]["median"].get<double>(), 1.0);
+	ASSERT_EQ(summary["crossover"].size(), 5u);
+	EXPECT_EQ(summary["crossover"][0]["link_gbit"], 1.0);
+	EXPECT_TRUE(summary["crossover"][4]["link_gbit"].is_null());
+	// Unlimited: 41.5 over 401.5..403.5.
+	EXPECT_NEAR(summary["crossover"][4]["time_ratio"]["median"].get<double>(), 41.5 / 402.5, 1e-12);
+	EXPECT_NEAR(summary["crossover"][4]["time_ratio"]["min"].get<double>(), 41.5 / 403.5, 1e-12);
 }
 
 } // namespace

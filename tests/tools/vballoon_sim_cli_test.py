@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 """The vballoon-sim binary end to end on a small guest.
 
-compare: every workload and strategy runs, the JSON has the documented shape, its values
-are consistent (a page sent whole costs at least 4096 bytes, downtime is part of the total,
+compare: every workload and strategy runs (zero-detect and hint+zero-detect twice), the JSON has the documented shape, the
+header names the host profile and link, each workload has its hint+zero-detect against
+zero-detect line and crossover line (the summary's ratios ordered min <= median <= max, the
+crossover at the run's own link equal to the measured ratio), its values are consistent (a page sent whole costs at least 4096 bytes, downtime is part of the total,
 zero detection sends less than nothing on a fresh guest), every run is verified, the CSV
 matches the JSON and the plot is a real PNG. Bad arguments fail with a message and a
 non-zero status, before anything is written. inflate still runs.
@@ -20,8 +22,11 @@ import tempfile
 RAM_MIB = "128"
 WORKLOADS = ["fresh", "freed", "busy"]
 STRATEGIES = ["none", "zero-detect", "hint", "report", "hint+zero-detect", "report+zero-detect"]
-FIELDS = ["workload", "strategy", "bytes_sent", "pages_sent", "host_cpu_ms", "guest_cpu_ms",
-          "rounds", "total_ms", "downtime_ms", "verified"]
+FIELDS = ["workload", "strategy", "run", "bytes_sent", "pages_sent", "zero_pages", "host_cpu_ms",
+          "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms", "receiver_cpu_ms", "rounds", "converged",
+          "total_ms", "downtime_ms", "fixed_ms", "first_hint_ms", "verified"]
+REPEAT = 2
+LINKS = [1, 10, 25, 100, None]
 
 failures = []
 
@@ -40,19 +45,42 @@ def check_compare(binary, scratch):
     json_path = os.path.join(scratch, "results.json")
     csv_path = os.path.join(scratch, "results.csv")
     png_path = os.path.join(scratch, "results.png")
-    proc = run(binary, "compare", "--ram-mib", RAM_MIB, "--json", json_path, "--csv", csv_path,
-               "--plot", png_path)
+    proc = run(binary, "compare", "--ram-mib", RAM_MIB, "--repeat", str(REPEAT), "--json", json_path,
+               "--csv", csv_path, "--plot", png_path)
     check(proc.returncode == 0, f"compare exited {proc.returncode}: {proc.stderr}")
     for workload in WORKLOADS:
         check(f"workload {workload}" in proc.stdout, f"no table for {workload}:\n{proc.stdout}")
     # stderr is a pipe here, not a terminal: no progress bar.
     check("\r" not in proc.stderr, f"progress drawn on a pipe: {proc.stderr!r}")
 
+    check("host qemu-7.2:" in proc.stdout, f"no host profile in the header:\n{proc.stdout}")
+    check("link 10 Gbit/s" in proc.stdout, f"the default link is not 10 Gbit/s:\n{proc.stdout}")
+    for workload in WORKLOADS:
+        table = proc.stdout[proc.stdout.find(f"workload {workload}"):]
+        check(table.find("hint+zero-detect against zero-detect (2 run(s)") >= 0,
+              f"{workload}: no hint+zero-detect against zero-detect line")
+        check(table.find("crossover, time ratio by link: 1 Gbit/s") >= 0, f"{workload}: no crossover line")
+
     with open(json_path, encoding="utf-8") as f:
-        results = json.load(f)["results"]
-    pairs = [(r.get("workload"), r.get("strategy")) for r in results]
-    check(sorted(pairs) == sorted((w, s) for w in WORKLOADS for s in STRATEGIES),
-          f"runs are not every workload x strategy: {pairs}")
+        data = json.load(f)
+    results = data["results"]
+    pairs = [(r.get("workload"), r.get("strategy"), r.get("run")) for r in results]
+    expected = [(w, s, i) for w in WORKLOADS for s in STRATEGIES
+                for i in range(REPEAT if s in ("zero-detect", "hint+zero-detect") else 1)]
+    check(sorted(pairs) == sorted(expected),
+          f"runs are not every workload x strategy (x {REPEAT} for the summary's pair): {pairs}")
+    check(data["setup"]["host"] == "qemu-7.2" and data["setup"]["repeat"] == REPEAT and
+          data["setup"]["link_bytes_per_second"] == 10e9 / 8, f"setup: {data['setup']}")
+    summary = {s["workload"]: s for s in data["summary"]}
+    check(sorted(summary) == sorted(WORKLOADS), f"summary covers {sorted(summary)}")
+    for workload, s in summary.items():
+        check(s["runs"] == REPEAT, f"{workload}: summary of {s['runs']} runs")
+        check([c["link_gbit"] for c in s["crossover"]] == LINKS, f"{workload}: crossover links {s['crossover']}")
+        for ratio in [s["time_ratio"], s["host_cpu_ratio"], s["bytes_ratio"]] + [c["time_ratio"] for c in s["crossover"]]:
+            check(0 < ratio["min"] <= ratio["median"] <= ratio["max"], f"{workload}: ratio {ratio}")
+        # The crossover at the run's own link (10 Gbit/s) is the measured ratio.
+        check(abs(s["crossover"][1]["time_ratio"]["median"] - s["time_ratio"]["median"]) < 1e-9,
+              f"{workload}: crossover at 10 Gbit/s {s['crossover'][1]} against measured {s['time_ratio']}")
     by_pair = {}
     for r in results:
         name = f"{r.get('workload')}/{r.get('strategy')}"
@@ -60,12 +88,15 @@ def check_compare(binary, scratch):
         if list(r.keys()) != FIELDS:
             continue
         by_pair[(r["workload"], r["strategy"])] = r
-        for field in ("bytes_sent", "pages_sent", "rounds"):
+        for field in ("bytes_sent", "pages_sent", "zero_pages", "rounds"):
             check(isinstance(r[field], int) and r[field] >= 0, f"{name}: {field} = {r[field]}")
         for field in ("host_cpu_ms", "guest_cpu_ms", "total_ms", "downtime_ms"):
             check(isinstance(r[field], (int, float)) and r[field] >= 0,
                   f"{name}: {field} = {r[field]}")
         check(r["verified"] is True, f"{name}: not verified")
+        check(r["fixed_ms"] <= r["total_ms"], f"{name}: fixed {r['fixed_ms']} ms above the total")
+        check(r["first_hint_ms"] is None or ("hint" in r["strategy"] and r["first_hint_ms"] > 0),
+              f"{name}: first hint at {r['first_hint_ms']}")
         check(r["pages_sent"] * 4096 <= r["bytes_sent"],
               f"{name}: {r['pages_sent']} pages sent in {r['bytes_sent']} bytes")
         check(r["bytes_sent"] > 0, f"{name}: nothing sent")
@@ -106,6 +137,14 @@ def check_bad_arguments(binary, scratch):
         ["compare", "--plot", os.path.join(scratch, "plot.pdf"), "--json", out],
         ["compare", "--json", os.path.join(scratch, "no-such-dir", "r.json")],
         ["compare", "--no-such-option"],
+        ["compare", "--host", "qemu-2.12", "--json", out],
+        ["compare", "--link-gbit", "fast", "--json", out],
+        ["compare", "--link-gbit", "0", "--json", out],
+        ["compare", "--link-gbit", "10x", "--json", out],
+        ["compare", "--threads", "0", "--json", out],
+        ["compare", "--downtime-ms", "-5", "--json", out],
+        ["compare", "--untouched", "sparse", "--json", out],
+        ["compare", "--repeat", "0", "--json", out],
         ["inflate", "--profile", "vmware"],
         [],
     ]

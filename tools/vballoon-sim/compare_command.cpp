@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "comparison_report.h"
 #include "comparison_run.h"
+#include "migration/host_profile.h"
 #include "progress_bar.h"
 
 extern char** environ;
@@ -33,6 +35,15 @@ struct CompareArguments {
 	uint32_t ram_mib = 8192;
 	std::vector<std::string> workloads = {"fresh", "freed", "busy"};
 	std::vector<std::string> strategies;
+	std::string host = "qemu-7.2";
+	// 10 Gbit/s: the link most hosts migrate over (10 GbE is still the common server and
+	// migration network; 25 GbE newer racks, shown on the crossover line).
+	std::string link_gbit = "10";
+	unsigned threads = 0; // the host profile's
+	double downtime_ms = 300; // QEMU's downtime-limit default
+	std::string untouched = "populated";
+	unsigned repeat = 3;
+	bool shuffle_free_list = false;
 	std::string json_path;
 	std::string csv_path;
 	std::string plot_path;
@@ -94,6 +105,28 @@ bool plot(const std::string& json_path, const std::string& plot_path)
 	return true;
 }
 
+// "unlimited" or Gbit/s (the validator accepted it).
+double parse_link(const std::string& text)
+{
+	if (text == "unlimited")
+		return migration::kUnlimitedLink;
+	return std::stod(text) * 1e9 / 8;
+}
+
+std::string check_link(const std::string& text)
+{
+	if (text == "unlimited")
+		return "";
+	try {
+		size_t used = 0;
+		const double gbit = std::stod(text, &used);
+		if (used == text.size() && gbit >= 0.01 && gbit <= 10000)
+			return "";
+	} catch (const std::exception&) {
+	}
+	return "the link must be a number of Gbit/s between 0.01 and 10000, or unlimited (got " + text + ")";
+}
+
 int run_compare(const CompareArguments& args)
 {
 	std::vector<migration::WorkloadKind> workloads;
@@ -115,25 +148,76 @@ int run_compare(const CompareArguments& args)
 	plot_out.close(); // only proves the path is writable; the script writes it
 
 	const uint64_t ram_bytes = uint64_t{args.ram_mib} << 20;
+	const migration::HostProfile& host = *migration::find_host_profile(args.host); // validated
 	migration::MigrationConfig config;
-	ComparisonSetup setup{args.ram_mib, config.link_bytes_per_second, config.sender_threads,
-			      config.downtime_limit_ms};
+	migration::apply_host_profile(host, args.threads, config);
+	config.link_bytes_per_second = parse_link(args.link_gbit);
+	config.downtime_limit_ms = args.downtime_ms;
+	config.untouched_page_reads = args.untouched == "shared-zero"
+					      ? migration::UntouchedPageReads::kSharedZeroPage
+					      : migration::UntouchedPageReads::kPopulatedMemory;
+	ComparisonSetup setup{args.ram_mib,	       host.name,
+			      host.models,	       config.link_bytes_per_second,
+			      config.sender_threads,   config.downtime_limit_ms,
+			      args.untouched,	       args.repeat};
+	// The pair the summary compares runs --repeat times, every other strategy once.
+	auto runs_of = [&args](migration::Strategy strategy) -> unsigned {
+		return strategy == migration::Strategy::kZeroDetect || strategy == migration::Strategy::kHintZeroDetect
+			       ? args.repeat
+			       : 1;
+	};
+	unsigned runs_per_workload = 0;
+	for (migration::Strategy strategy : strategies)
+		runs_per_workload += runs_of(strategy);
 	std::vector<ComparisonRow> rows;
 	{
-		ProgressBar progress(workloads.size() * strategies.size(),
+		ProgressBar progress(workloads.size() * runs_per_workload,
 				     ProgressBar::stderr_is_terminal());
 		for (migration::WorkloadKind workload : workloads) {
+			// Strategies that need the same device share one prepared guest.
+			std::vector<std::vector<migration::Strategy>> groups;
 			for (migration::Strategy strategy : strategies) {
-				config.strategy = strategy;
-				progress.start_run(fmt::format("{} / {}", migration::workload_name(workload),
-							       migration::strategy_name(strategy)));
-				rows.push_back(run_one_migration(
-					ram_bytes, workload, config,
+				auto same_device = [&](const std::vector<migration::Strategy>& group) {
+					return migration::uses_hints(group.front()) == migration::uses_hints(strategy) &&
+					       migration::uses_reports(group.front()) == migration::uses_reports(strategy);
+				};
+				auto group = std::find_if(groups.begin(), groups.end(), same_device);
+				if (group == groups.end())
+					groups.push_back({strategy});
+				else
+					group->push_back(strategy);
+			}
+			std::vector<ComparisonRow> workload_rows;
+			for (const auto& group : groups) {
+				bool running = false;
+				std::vector<ComparisonRow> runs = run_migrations(
+					ram_bytes, workload, group, config, runs_of,
+					[&](migration::Strategy strategy, unsigned run) {
+						if (running)
+							progress.run_finished();
+						running = true;
+						progress.start_run(fmt::format("{} / {} / run {}",
+									       migration::workload_name(workload),
+									       migration::strategy_name(strategy),
+									       run + 1));
+					},
 					[&progress](const migration::RoundProgress& round) {
 						progress.round_finished(round);
-					}));
-				progress.run_finished();
+					},
+					args.shuffle_free_list);
+				if (running)
+					progress.run_finished();
+				workload_rows.insert(workload_rows.end(), runs.begin(), runs.end());
 			}
+			// Back in the order asked for, runs in order.
+			auto position = [&](const ComparisonRow& row) {
+				return std::find(strategies.begin(), strategies.end(), row.result.strategy) - strategies.begin();
+			};
+			std::stable_sort(workload_rows.begin(), workload_rows.end(),
+					 [&](const ComparisonRow& a, const ComparisonRow& b) {
+						 return std::pair(position(a), a.run) < std::pair(position(b), b.run);
+					 });
+			rows.insert(rows.end(), workload_rows.begin(), workload_rows.end());
 		}
 	}
 
@@ -181,7 +265,10 @@ void add_compare_command(CLI::App& app, int* exit_status)
 	auto args = std::make_shared<CompareArguments>();
 	CLI::App* cmd = app.add_subcommand(
 		"compare", "Live-migrate a simulated guest with every strategy side by side and print "
-			   "what each cost, per workload.");
+			   "what each cost, per workload, then hint+zero-detect against zero-detect "
+			   "(time, host CPU, bytes over --repeat runs) and where hints pay: that time "
+			   "ratio at 1, 10, 25, 100 Gbit/s and unlimited (each run's measured bytes and "
+			   "CPU per round, paced again at each link).");
 	cmd->add_option("--ram-mib", args->ram_mib, "Guest RAM in MiB")
 		->check(CLI::Range(64u, 65536u))
 		->capture_default_str();
@@ -196,10 +283,47 @@ void add_compare_command(CLI::App& app, int* exit_status)
 				fmt::format("{}", fmt::join(strategy_names(), ", ")))
 		->delimiter(',')
 		->check(CLI::IsMember(strategy_names()));
+	std::string hosts_help = "Host profile, what the migrating host is:";
+	std::vector<std::string> host_names;
+	for (const migration::HostProfile& profile : migration::all_host_profiles()) {
+		hosts_help += fmt::format("\n  {}: {}", profile.name, profile.models);
+		host_names.push_back(profile.name);
+	}
+	cmd->add_option("--host", args->host, hosts_help)->check(CLI::IsMember(host_names))->capture_default_str();
+	cmd->add_option("--link-gbit", args->link_gbit,
+			"Link bandwidth in Gbit/s, or unlimited. A rate on model time, never a sleep. "
+			"Default 10: the link most hosts migrate over (10 GbE; the crossover line shows "
+			"1, 10, 25, 100 Gbit/s and unlimited)")
+		->check(CLI::Validator(check_link, "GBIT|unlimited"))
+		->capture_default_str();
+	cmd->add_option("--threads", args->threads,
+			"Sender channels (socket + sender thread + receiver thread each); default: the "
+			"host's (qemu-7.2: 1, the migration thread's own stream; qemu-9 and ideal: 2 "
+			"multifd channels)")
+		->check(CLI::Range(1u, 64u));
+	cmd->add_option("--downtime-ms", args->downtime_ms, "Downtime limit in ms (QEMU's default: 300)")
+		->check(CLI::Range(1.0, 600000.0))
+		->capture_default_str();
+	cmd->add_option("--untouched", args->untouched,
+			"How never-touched guest RAM reads on the source: populated (at memory speed, "
+			"a host whose guest RAM is backed) or shared-zero (one cache-hot zero page)")
+		->check(CLI::IsMember({"populated", "shared-zero"}))
+		->capture_default_str();
+	cmd->add_flag("--shuffle-free-list", args->shuffle_free_list,
+		      "The guest boots with its free lists shuffled (Linux page_alloc.shuffle=1): its "
+		      "working set and free memory lie all over RAM, so what a hint landing after the "
+		      "bulk pass started saves depends on where the pass is");
+	cmd->add_option("--repeat", args->repeat,
+			"Runs per workload of zero-detect and hint+zero-detect, the pair the summary "
+			"compares (median and min-max; the table shows each strategy's median run); the "
+			"other strategies run once. Runs of one device share one prepared guest")
+		->check(CLI::Range(1u, 50u))
+		->capture_default_str();
 	cmd->add_option("--json", args->json_path, "Write the results as JSON to FILE");
 	cmd->add_option("--csv", args->csv_path, "Write the results as CSV to FILE");
 	cmd->add_option("--plot", args->plot_path,
-			"Plot the results into FILE.png or FILE.svg (tools/plot_comparison.py)")
+			"Plot the results and the crossover into FILE.png or FILE.svg "
+			"(tools/plot_comparison.py)")
 		->check(
 			[](const std::string& path) -> std::string {
 				auto ends_with = [&path](const std::string& suffix) {

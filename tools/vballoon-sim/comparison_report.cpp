@@ -4,12 +4,19 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
+
+#include "crossover.h"
 
 namespace vbsim
 {
 
 namespace
 {
+
+constexpr const char* kHinted = "hint+zero-detect";
+constexpr const char* kBaseline = "zero-detect";
 
 std::string human_bytes(uint64_t bytes)
 {
@@ -20,6 +27,13 @@ std::string human_bytes(uint64_t bytes)
 	return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024);
 }
 
+std::string link_name(double link_bytes_per_second)
+{
+	if (link_bytes_per_second == migration::kUnlimitedLink)
+		return "unlimited";
+	return fmt::format("{:g} Gbit/s", link_bytes_per_second * 8 / 1e9);
+}
+
 // "0.25x" of the baseline; "-" without one (no `none` row, or a zero baseline).
 std::string ratio(double value, const migration::MigrationResult* baseline, double base_value)
 {
@@ -28,14 +42,95 @@ std::string ratio(double value, const migration::MigrationResult* baseline, doub
 	return fmt::format("{:.3f}x", value / base_value);
 }
 
-std::vector<std::string> workloads_in_order(const std::vector<ComparisonRow>& rows)
+template <typename T>
+std::vector<T> in_order(const std::vector<ComparisonRow>& rows, std::function<T(const ComparisonRow&)> key)
 {
-	std::vector<std::string> names;
+	std::vector<T> names;
 	for (const ComparisonRow& row : rows) {
-		if (std::find(names.begin(), names.end(), row.workload) == names.end())
-			names.push_back(row.workload);
+		T k = key(row);
+		if (std::find(names.begin(), names.end(), k) == names.end())
+			names.push_back(k);
 	}
 	return names;
+}
+
+std::vector<std::string> workloads_in_order(const std::vector<ComparisonRow>& rows)
+{
+	return in_order<std::string>(rows, [](const ComparisonRow& r) { return r.workload; });
+}
+
+double fixed_ms(const migration::MigrationResult& r)
+{
+	return r.setup_ms + r.sync_ms + r.vm_stop_ms;
+}
+
+// The runs of one workload and strategy, in run order.
+std::vector<const ComparisonRow*> runs_of(const std::vector<ComparisonRow>& rows, const std::string& workload,
+					  const std::string& strategy)
+{
+	std::vector<const ComparisonRow*> runs;
+	for (const ComparisonRow& row : rows)
+		if (row.workload == workload && row.strategy == strategy)
+			runs.push_back(&row);
+	return runs;
+}
+
+// The run whose total time is the median (the lower middle one for an even count), or the
+// first failed run: a failure is never hidden behind a figure.
+const ComparisonRow* median_run(std::vector<const ComparisonRow*> runs)
+{
+	for (const ComparisonRow* run : runs)
+		if (!run->result.verified)
+			return run;
+	std::sort(runs.begin(), runs.end(),
+		  [](const ComparisonRow* a, const ComparisonRow* b) { return a->result.total_ms < b->result.total_ms; });
+	return runs.empty() ? nullptr : runs[(runs.size() - 1) / 2];
+}
+
+// hint+zero-detect against zero-detect, run i against run i; empty unless both ran and
+// every run of both verified.
+struct PairedRatios {
+	std::vector<double> time, host_cpu, bytes;
+	std::vector<std::vector<double>> time_at_link; // per crossover link
+};
+
+PairedRatios paired_ratios(const std::vector<ComparisonRow>& rows, const std::string& workload)
+{
+	PairedRatios out;
+	const auto hinted = runs_of(rows, workload, kHinted);
+	const auto base = runs_of(rows, workload, kBaseline);
+	const std::vector<double> links = crossover_links();
+	out.time_at_link.resize(links.size());
+	for (const auto* r : hinted)
+		if (!r->result.verified)
+			return {};
+	for (const auto* r : base)
+		if (!r->result.verified)
+			return {};
+	for (size_t i = 0; i < std::min(hinted.size(), base.size()); i++) {
+		const migration::MigrationResult& h = hinted[i]->result;
+		const migration::MigrationResult& b = base[i]->result;
+		if (b.total_ms <= 0 || b.host_cpu_ms <= 0 || b.bytes_sent == 0)
+			continue;
+		out.time.push_back(h.total_ms / b.total_ms);
+		out.host_cpu.push_back(h.host_cpu_ms / b.host_cpu_ms);
+		out.bytes.push_back(double(h.bytes_sent) / double(b.bytes_sent));
+		for (size_t l = 0; l < links.size(); l++)
+			out.time_at_link[l].push_back(total_ms_at_link(h, links[l]) / total_ms_at_link(b, links[l]));
+	}
+	return out;
+}
+
+std::string spread_text(const Spread& s)
+{
+	if (s.count <= 1)
+		return fmt::format("{:.3f}x", s.median);
+	return fmt::format("{:.3f}x ({:.3f}-{:.3f})", s.median, s.min, s.max);
+}
+
+nlohmann::ordered_json spread_json(const Spread& s)
+{
+	return {{"median", s.median}, {"min", s.min}, {"max", s.max}};
 }
 
 } // namespace
@@ -43,50 +138,71 @@ std::vector<std::string> workloads_in_order(const std::vector<ComparisonRow>& ro
 std::string comparison_tables(const ComparisonSetup& setup, const std::vector<ComparisonRow>& rows)
 {
 	std::string out = fmt::format(
-		"live migration of a {} MiB guest: link {:.1f} Gbit/s, {} sender threads, "
-		"downtime limit {:.0f} ms\n",
-		setup.ram_mib, setup.link_bytes_per_second * 8 / 1e9, setup.sender_threads,
-		setup.downtime_limit_ms);
-	out += "host CPU: zero scans, copies, dirty bitmap and hint handling on the source "
-	       "(of it: zero scans, hints); guest CPU: hinting or reporting.\n";
-	out += "ratios are against `none` in the same run.\n";
+		"live migration of a {} MiB guest: link {}, {} sender channel(s), downtime limit {:.0f} ms, "
+		"untouched RAM {}, {} run(s) per cell\n",
+		setup.ram_mib, link_name(setup.link_bytes_per_second), setup.sender_threads,
+		setup.downtime_limit_ms, setup.untouched, setup.repeat);
+	if (!setup.host.empty())
+		out += fmt::format("host {}: {}\n", setup.host, setup.host_models);
+	out += "host CPU: the source's zero scans, sends into the channel sockets, dirty bitmap work and "
+	       "hint handling (device thread's free page queue included), thread CPU time; guest CPU: "
+	       "hinting or reporting.\n";
+	out += "fixed: setup (dirty log on, first sync), every bitmap sync and stopping the VM, measured "
+	       "(device state is not modelled); downtime: VM stop, last sync, stop-and-copy.\n";
+	out += "each row is the strategy's median run by total time; ratios are against `none` in the same "
+	       "series.\n";
 	for (const std::string& workload : workloads_in_order(rows)) {
-		const migration::MigrationResult* baseline = nullptr;
-		for (const ComparisonRow& row : rows) {
-			if (row.workload == workload && row.strategy == "none")
-				baseline = &row.result;
-		}
+		const ComparisonRow* base_row = median_run(runs_of(rows, workload, "none"));
+		const migration::MigrationResult* baseline =
+			base_row && base_row->result.verified ? &base_row->result : nullptr;
 		out += fmt::format("\nworkload {}\n", workload);
-		out += fmt::format("{:<19} {:>10} {:>11} {:>8} {:>9} {:>8} {:>8} {:>8} {:>6} {:>9} "
-				   "{:>8} {:>9}  {}\n",
-				   "strategy", "pages sent", "bytes sent", "vs none", "host CPU",
+		out += fmt::format("{:<19} {:>10} {:>10} {:>11} {:>8} {:>9} {:>9} {:>7} {:>9} {:>6} {:>9} "
+				   "{:>8} {:>9} {:>7}  {}\n",
+				   "strategy", "pages sent", "zero pages", "bytes sent", "vs none", "host CPU",
 				   "zero scan", "hints", "guest CPU", "rounds", "total ms", "vs none",
-				   "downtime", "verified");
-		for (const ComparisonRow& row : rows) {
-			if (row.workload != workload)
+				   "downtime", "fixed", "verified");
+		for (const std::string& strategy : in_order<std::string>(rows, [&](const ComparisonRow& r) {
+			     return r.workload == workload ? r.strategy : std::string();
+		     })) {
+			if (strategy.empty())
 				continue;
-			const migration::MigrationResult& r = row.result;
+			const ComparisonRow* row = median_run(runs_of(rows, workload, strategy));
+			const migration::MigrationResult& r = row->result;
 			if (!r.verified) {
 				// A run that failed is an error, never a figure.
-				out += fmt::format("{:<19} {:>10} {:>11} {:>8} {:>9} {:>8} {:>8} {:>9} "
-						   "{:>6} {:>9} {:>8} {:>9}  NO: {}\n",
-						   row.strategy, "-", "-", "-", "-", "-", "-", "-", "-",
-						   "-", "-", "-", r.error);
+				out += fmt::format("{:<19} {:>10} {:>10} {:>11} {:>8} {:>9} {:>9} {:>7} {:>9} "
+						   "{:>6} {:>9} {:>8} {:>9} {:>7}  NO: {}\n",
+						   row->strategy, "-", "-", "-", "-", "-", "-", "-", "-", "-",
+						   "-", "-", "-", "-", r.error);
 				continue;
 			}
 			std::string verdict = r.converged ? "yes" : "yes (did not converge)";
 			out += fmt::format(
-				"{:<19} {:>10} {:>11} {:>8} {:>9.1f} {:>8.1f} {:>8.1f} {:>9.1f} {:>6} "
-				"{:>9.1f} {:>8} {:>9.1f}  {}\n",
-				row.strategy, r.pages_sent, human_bytes(r.bytes_sent),
+				"{:<19} {:>10} {:>10} {:>11} {:>8} {:>9.1f} {:>9.1f} {:>7.1f} {:>9.1f} {:>6} "
+				"{:>9.1f} {:>8} {:>9.1f} {:>7.1f}  {}\n",
+				row->strategy, r.pages_sent, r.zero_pages, human_bytes(r.bytes_sent),
 				ratio(static_cast<double>(r.bytes_sent), baseline,
 				      baseline ? static_cast<double>(baseline->bytes_sent) : 0),
-				r.host_cpu_ms, r.zero_scan_cpu_ms, r.hint_cpu_ms, r.guest_cpu_ms,
-				r.rounds, r.total_ms,
-				ratio(r.total_ms, baseline, baseline ? baseline->total_ms : 0),
-				r.downtime_ms, verdict);
+				r.host_cpu_ms, r.zero_scan_cpu_ms, r.hint_cpu_ms, r.guest_cpu_ms, r.rounds,
+				r.total_ms, ratio(r.total_ms, baseline, baseline ? baseline->total_ms : 0),
+				r.downtime_ms, fixed_ms(r), verdict);
 		}
+		const PairedRatios pairs = paired_ratios(rows, workload);
+		if (pairs.time.empty())
+			continue;
+		out += fmt::format("{} against {} ({} run(s), median (min-max)): time {}, host CPU {}, bytes {}\n",
+				   kHinted, kBaseline, pairs.time.size(), spread_text(spread_of(pairs.time)),
+				   spread_text(spread_of(pairs.host_cpu)), spread_text(spread_of(pairs.bytes)));
+		const std::vector<double> links = crossover_links();
+		std::string line = "crossover, time ratio by link:";
+		for (size_t l = 0; l < links.size(); l++)
+			line += fmt::format("{} {} {}", l ? " |" : "", link_name(links[l]),
+					    spread_text(spread_of(pairs.time_at_link[l])));
+		out += line + "\n";
 	}
+	out += "\ncrossover: each run's measured bytes and CPU per round, paced again at each link; an idle "
+	       "guest's hints would land at other 50 ms boundaries and a busy guest dirty more or less at "
+	       "another link, which this does not redo.\n";
 	return out;
 }
 
@@ -96,34 +212,72 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 	nlohmann::ordered_json results = nlohmann::ordered_json::array();
 	for (const ComparisonRow& row : rows) {
 		const migration::MigrationResult& r = row.result;
+		nlohmann::ordered_json first_hint = nullptr;
+		if (!r.hint_landings_ms.empty())
+			first_hint = r.hint_landings_ms.front();
 		results.push_back({{"workload", row.workload},
 				   {"strategy", row.strategy},
+				   {"run", row.run},
 				   {"bytes_sent", r.bytes_sent},
 				   {"pages_sent", r.pages_sent},
+				   {"zero_pages", r.zero_pages},
 				   {"host_cpu_ms", r.host_cpu_ms},
+				   {"zero_scan_cpu_ms", r.zero_scan_cpu_ms},
+				   {"hint_cpu_ms", r.hint_cpu_ms},
 				   {"guest_cpu_ms", r.guest_cpu_ms},
+				   {"receiver_cpu_ms", r.receiver_cpu_ms},
 				   {"rounds", r.rounds},
+				   {"converged", r.converged},
 				   {"total_ms", r.total_ms},
 				   {"downtime_ms", r.downtime_ms},
+				   {"fixed_ms", fixed_ms(r)},
+				   {"first_hint_ms", first_hint},
 				   {"verified", r.verified}});
 	}
+	nlohmann::ordered_json summary = nlohmann::ordered_json::array();
+	const std::vector<double> links = crossover_links();
+	for (const std::string& workload : workloads_in_order(rows)) {
+		const PairedRatios pairs = paired_ratios(rows, workload);
+		if (pairs.time.empty())
+			continue;
+		nlohmann::ordered_json crossover = nlohmann::ordered_json::array();
+		for (size_t l = 0; l < links.size(); l++) {
+			nlohmann::ordered_json gbit = nullptr;
+			if (links[l] != migration::kUnlimitedLink)
+				gbit = links[l] * 8 / 1e9;
+			crossover.push_back({{"link_gbit", gbit}, {"time_ratio", spread_json(spread_of(pairs.time_at_link[l]))}});
+		}
+		summary.push_back({{"workload", workload},
+				   {"runs", pairs.time.size()},
+				   {"time_ratio", spread_json(spread_of(pairs.time))},
+				   {"host_cpu_ratio", spread_json(spread_of(pairs.host_cpu))},
+				   {"bytes_ratio", spread_json(spread_of(pairs.bytes))},
+				   {"crossover", crossover}});
+	}
+	nlohmann::ordered_json link = nullptr;
+	if (setup.link_bytes_per_second != migration::kUnlimitedLink)
+		link = setup.link_bytes_per_second;
 	return {{"setup",
 		 {{"ram_mib", setup.ram_mib},
-		  {"link_bytes_per_second", setup.link_bytes_per_second},
+		  {"host", setup.host},
+		  {"link_bytes_per_second", link},
 		  {"sender_threads", setup.sender_threads},
-		  {"downtime_limit_ms", setup.downtime_limit_ms}}},
-		{"results", results}};
+		  {"downtime_limit_ms", setup.downtime_limit_ms},
+		  {"untouched", setup.untouched},
+		  {"repeat", setup.repeat}}},
+		{"results", results},
+		{"summary", summary}};
 }
 
 std::string comparison_csv(const std::vector<ComparisonRow>& rows)
 {
-	std::string out = "workload,strategy,bytes_sent,pages_sent,host_cpu_ms,guest_cpu_ms,rounds,"
-			  "total_ms,downtime_ms,verified\n";
+	std::string out = "workload,strategy,run,bytes_sent,pages_sent,zero_pages,host_cpu_ms,guest_cpu_ms,"
+			  "rounds,total_ms,downtime_ms,fixed_ms,verified\n";
 	for (const ComparisonRow& row : rows) {
 		const migration::MigrationResult& r = row.result;
-		out += fmt::format("{},{},{},{},{:.3f},{:.3f},{},{:.3f},{:.3f},{}\n", row.workload,
-				   row.strategy, r.bytes_sent, r.pages_sent, r.host_cpu_ms,
-				   r.guest_cpu_ms, r.rounds, r.total_ms, r.downtime_ms,
+		out += fmt::format("{},{},{},{},{},{},{:.3f},{:.3f},{},{:.3f},{:.3f},{:.3f},{}\n", row.workload,
+				   row.strategy, row.run, r.bytes_sent, r.pages_sent, r.zero_pages, r.host_cpu_ms,
+				   r.guest_cpu_ms, r.rounds, r.total_ms, r.downtime_ms, fixed_ms(r),
 				   r.verified ? "true" : "false");
 	}
 	return out;

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// What `vballoon-sim compare` prints and writes: one row per workload and strategy, shown
-// as a table per workload (with ratios against `none` measured in the same run), as JSON
-// ({"results": [...]}, the fields tools/plot_comparison.py and the tests read) and as CSV.
+// What `vballoon-sim compare` prints and writes: one row per workload, strategy and run,
+// shown as a table per workload (the median run of each strategy, with ratios against
+// `none` measured in the same series), then the figure users come for: hint+zero-detect
+// against zero-detect (time, host CPU, bytes; median and min-max over the runs) and the
+// crossover line (that time ratio at 1, 10, 25, 100 Gbit/s and unlimited, crossover.h).
+// The same as JSON ({"setup", "results": [...], "summary": [...]}, the fields
+// tools/plot_comparison.py and the tests read) and as CSV.
 #ifndef VBALLOON_TOOLS_COMPARISON_REPORT_H
 #define VBALLOON_TOOLS_COMPARISON_REPORT_H
 
@@ -19,24 +23,34 @@ namespace vbsim
 struct ComparisonRow {
 	std::string workload; // "fresh", "freed", "busy"
 	std::string strategy; // "none", "zero-detect", ... (migration::strategy_name)
+	unsigned run = 0;     // 0 .. repeat-1
 	migration::MigrationResult result;
 };
 
 // How the run was set up, for the header and the JSON.
 struct ComparisonSetup {
 	uint64_t ram_mib = 0;
-	double link_bytes_per_second = 0;
+	std::string host;	 // host profile name
+	std::string host_models; // what it stands for
+	double link_bytes_per_second = 0; // migration::kUnlimitedLink allowed
 	unsigned sender_threads = 0;
 	double downtime_limit_ms = 0;
+	std::string untouched; // "populated" or "shared-zero"
+	unsigned repeat = 1;
 };
 
-// One table per workload, rows in the order given.
+// One table per workload, rows in the order given; then each workload's hint+zero-detect
+// against zero-detect and its crossover line, where both ran.
 std::string comparison_tables(const ComparisonSetup& setup, const std::vector<ComparisonRow>& rows);
-// {"setup": {...}, "results": [{"workload", "strategy", "bytes_sent", "pages_sent",
-// "host_cpu_ms", "guest_cpu_ms", "rounds", "total_ms", "downtime_ms", "verified"}, ...]}
+// {"setup": {...}, "results": [{"workload", "strategy", "run", "bytes_sent", "pages_sent",
+// "zero_pages", "host_cpu_ms", "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms",
+// "receiver_cpu_ms", "rounds", "converged", "total_ms", "downtime_ms", "fixed_ms",
+// "first_hint_ms", "verified"}, ...], "summary": [{"workload", "runs", "time_ratio",
+// "host_cpu_ratio", "bytes_ratio", "crossover": [{"link_gbit", "time_ratio"}]}]}; a ratio
+// is {"median", "min", "max"}; an unlimited link is null.
 nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				       const std::vector<ComparisonRow>& rows);
-// The same fields as the JSON's results, a header line and one line per row.
+// The results' main fields, a header line and one line per row.
 std::string comparison_csv(const std::vector<ComparisonRow>& rows);
 
 } // namespace vbsim

@@ -2,8 +2,12 @@
 #include "comparison_run.h"
 
 #include <algorithm>
+#include <chrono>
+#include <stdexcept>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 
 #include "machine/machine_builder.h"
 #include "machine/migration_wiring.h"
@@ -25,44 +29,76 @@ ComparisonRow failed(ComparisonRow row, const std::string& why)
 
 migration::WorkloadConfig workload_for(migration::WorkloadKind kind, uint64_t ram_bytes)
 {
-	constexpr uint64_t kPage = GuestMemory::kPageBytes;
-	migration::WorkloadConfig config;
-	config.kind = kind;
-	config.working_set_bytes = std::min(config.working_set_bytes, ram_bytes / 8 / kPage * kPage);
-	config.busy_live_bytes = std::min(config.busy_live_bytes, ram_bytes / 4 / kPage * kPage);
-	config.busy_allocation_bytes = std::min(config.busy_allocation_bytes, config.busy_live_bytes);
-	return config;
+	return migration::workload_for_ram(kind, ram_bytes);
 }
 
-ComparisonRow run_one_migration(uint64_t ram_bytes, migration::WorkloadKind workload,
-				const migration::MigrationConfig& config,
-				const migration::ProgressCallback& progress)
+std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
+					  const std::vector<migration::Strategy>& strategies,
+					  const migration::MigrationConfig& base_config,
+					  const std::function<unsigned(migration::Strategy)>& runs_of,
+					  const std::function<void(migration::Strategy, unsigned)>& starting_run,
+					  const migration::ProgressCallback& progress, bool shuffle_free_list)
 {
-	ComparisonRow row;
-	row.workload = migration::workload_name(workload);
-	row.strategy = migration::strategy_name(config.strategy);
-	row.result.strategy = config.strategy;
-	row.result.ram_bytes = ram_bytes;
+	std::vector<ComparisonRow> rows;
+	if (strategies.empty())
+		return rows;
+	unsigned repeat = 0;
+	for (migration::Strategy strategy : strategies)
+		repeat = std::max(repeat, runs_of(strategy));
+	auto row_for = [&](migration::Strategy strategy, unsigned run) {
+		ComparisonRow row;
+		row.workload = migration::workload_name(workload);
+		row.strategy = migration::strategy_name(strategy);
+		row.run = run;
+		row.result.strategy = strategy;
+		row.result.ram_bytes = ram_bytes;
+		return row;
+	};
+	// Every run gets a row: the ones that could not run say why.
+	auto fail_rest = [&](const std::string& why) {
+		for (unsigned run = 0; run < repeat; run++)
+			for (migration::Strategy strategy : strategies) {
+				if (run >= runs_of(strategy))
+					continue;
+				const bool done = std::any_of(rows.begin(), rows.end(), [&](const ComparisonRow& r) {
+					return r.run == run && r.result.strategy == strategy;
+				});
+				if (!done)
+					rows.push_back(failed(row_for(strategy, run), why));
+			}
+		return rows;
+	};
+	const bool hinting = migration::uses_hints(strategies.front());
+	const bool reporting = migration::uses_reports(strategies.front());
+	for (migration::Strategy strategy : strategies)
+		if (migration::uses_hints(strategy) != hinting || migration::uses_reports(strategy) != reporting)
+			throw std::invalid_argument("run_migrations: strategies that need different devices");
 	try {
 		// QEMU is the host that migrates; it offers hinting and reporting on request.
 		MachineBuilder builder;
 		builder.ram_bytes(ram_bytes).backing(PageBacking::kTransparentHugePages).profile("qemu-7.2");
-		if (migration::uses_hints(config.strategy))
+		if (hinting)
 			builder.free_page_hinting();
-		if (migration::uses_reports(config.strategy))
+		if (reporting)
 			builder.page_reporting();
 		std::unique_ptr<SimMachine> machine = builder.build();
 		if (std::string refused = machine->boot(); !refused.empty())
-			return failed(row, "the driver could not bind: " + refused);
+			return fail_rest("the driver could not bind: " + refused);
 
 		// User programs allocate through the guest's pressure path (the hint shrinker, then
 		// the OOM notifier), as their page faults would.
 		std::unique_ptr<migration::GuestUserMemory> user =
 			migration::make_sim_guest_user_memory(machine->memory, machine->guest);
-		std::unique_ptr<migration::Workload> load =
-			migration::make_workload(workload_for(workload, ram_bytes), *user);
+		migration::WorkloadConfig workload_config = workload_for(workload, ram_bytes);
+		workload_config.shuffle_free_list = shuffle_free_list;
+		std::unique_ptr<migration::Workload> load = migration::make_workload(workload_config, *user);
+		// One clock from before the workload starts: the workload paces itself by it
+		// throughout, the migrations drive it while they run.
+		migration::ModelClock clock;
+		load->set_clock([&clock] { return clock.now_ms(); });
 		load->prepare();
 		MachineForMigration described(*machine, load.get());
+		described.described().clock = &clock;
 		{
 			load->start();
 			// The busy workload's thread stops even when the model throws.
@@ -70,15 +106,38 @@ ComparisonRow run_one_migration(uint64_t ram_bytes, migration::WorkloadKind work
 				migration::Workload& workload;
 				~StopOnExit() { workload.stop(); }
 			} stop_on_exit{*load};
-			row.result = migration::migrate(described.described(), config, progress);
+			// The guest after a migration is the guest before it (an idle guest got its
+			// hinted pages back at DONE; busy went on): the runs share one prepared guest,
+			// the strategies taking turns so that they see the same host conditions.
+			for (unsigned run = 0; run < repeat; run++) {
+				for (migration::Strategy strategy : strategies) {
+					if (run >= runs_of(strategy))
+						continue;
+					if (starting_run)
+						starting_run(strategy, run);
+					// The run waits for reporting to settle (as the real-QEMU runs wait
+					// for QEMU's RSS), instead of modelling Linux's 2 s delay.
+					if (reporting && !migration::wait_for_reporting_to_settle(
+								 machine->guest, std::chrono::seconds(60)))
+						throw std::runtime_error("free page reporting did not settle within 60 s");
+					migration::MigrationConfig config = base_config;
+					config.strategy = strategy;
+					ComparisonRow row = row_for(strategy, run);
+					row.result = migration::migrate(described.described(), config, progress);
+					rows.push_back(std::move(row));
+				}
+			}
 		}
 		machine->guest.remove();
-		if (std::vector<std::string> problems = machine->guest_problems(); !problems.empty())
-			return failed(row, problems.front());
+		if (std::vector<std::string> problems = machine->guest_problems(); !problems.empty()) {
+			for (ComparisonRow& r : rows)
+				r = failed(r, problems.front());
+			return rows;
+		}
 	} catch (const std::exception& error) {
-		return failed(row, error.what());
+		return fail_rest(error.what());
 	}
-	return row;
+	return rows;
 }
 
 } // namespace vbsim

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// One migration channel, as a QEMU multifd channel (or the single migration stream): a
+// connected socket pair. A sender thread writes records into one end with writev, straight
+// from guest RAM as QEMU does; a receiver thread of the destination drains the other end
+// into the destination image. Every byte counted as sent went through the socket.
+//
+// Wire format, per record: an 8-byte header, the page's guest-physical address with flags
+// in its low bits (QEMU's be64 address-and-flags; little-endian here, both ends are this
+// process), then for a page its 4096 bytes, for a zero page `zero_extra_bytes` fill bytes.
+// A sync record ends a round: the receiver acknowledges it once every record before it is
+// in the image (QEMU's multifd sync: a page resent in a later round on another channel
+// must not be overtaken by its older copy).
+#ifndef VBSIM_MIGRATION_CHANNEL_H
+#define VBSIM_MIGRATION_CHANNEL_H
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "migration/destination_image.h"
+
+namespace vbsim::migration
+{
+
+inline constexpr uint32_t kPageHeaderBytes = 8;
+
+class Channel
+{
+public:
+	Channel(DestinationImage& destination, uint32_t zero_extra_bytes);
+	~Channel(); // closes the sender's end, joins the receiver
+	Channel(const Channel&) = delete;
+	Channel& operator=(const Channel&) = delete;
+
+	// ---- Sender side: one thread at a time -------------------------------------------
+	// Queues a record; `data` (4096 bytes) must stay valid until flush().
+	void queue_page(uint64_t page, const uint8_t* data);
+	void queue_zero_page(uint64_t page);
+	// Writes what is queued; returns the bytes written.
+	uint64_t flush();
+	// Writes a sync record and waits until the receiver has applied everything before it.
+	void sync();
+
+	// ---- Either side, any time ----------------------------------------------------------
+	uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+	double receiver_cpu_ms() const { return receiver_cpu_ns_.load(std::memory_order_relaxed) / 1e6; }
+	// Set if the receiver read a record it cannot apply (a bug: the run is then an error).
+	bool receiver_failed() const { return failed_.load(); }
+
+private:
+	void write_all(struct iovec* iov, size_t count);
+	void receive();
+
+	DestinationImage& destination_;
+	const uint32_t zero_extra_bytes_;
+	int send_fd_ = -1;
+	int receive_fd_ = -1;
+
+	struct Record {
+		uint64_t header;
+		const uint8_t* data; // the page, or nullptr for a zero page
+	};
+	std::vector<Record> queued_;
+	std::vector<uint8_t> meta_; // headers and fill bytes, built at flush
+	std::vector<struct iovec> iov_;
+
+	std::thread receiver_;
+	std::atomic<uint64_t> bytes_received_{0};
+	std::atomic<uint64_t> receiver_cpu_ns_{0};
+	std::atomic<bool> failed_{false};
+	std::mutex mutex_;
+	std::condition_variable synced_;
+	uint64_t syncs_sent_ = 0;
+	uint64_t syncs_applied_ = 0;
+};
+
+} // namespace vbsim::migration
+
+#endif

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Host profiles: which QEMU (or which better host) the model stands for. A profile sets
+// where zero detection runs, how many channels send by default, when hints land, what
+// happens to reported pages and when pre-copy stops; every other knob (link, threads,
+// downtime limit) stays the caller's.
+#ifndef VBSIM_MIGRATION_HOST_PROFILE_H
+#define VBSIM_MIGRATION_HOST_PROFILE_H
+
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "migration/migration.h"
+
+namespace vbsim::migration
+{
+
+struct HostProfile {
+	const char* name;
+	const char* models; // one line: what the profile stands for
+	unsigned default_threads;
+	ZeroDetectionPlace zero_detection_place;
+	uint32_t zero_page_extra_bytes; // the legacy stream's fill byte, none with multifd
+	HintApplication hint_application;
+	ReportedPages reported_pages;
+	ConvergenceRule convergence;
+};
+
+std::span<const HostProfile> all_host_profiles(); // qemu-7.2 (the default), qemu-9, ideal
+const HostProfile* find_host_profile(std::string_view name);
+// The profile's settings into `config`, with `threads` channels (0: the profile's default).
+void apply_host_profile(const HostProfile& profile, unsigned threads, MigrationConfig& config);
+
+} // namespace vbsim::migration
+
+#endif

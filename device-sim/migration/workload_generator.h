@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The workload generator: what a guest does before and while it migrates, as one plain C
+ * program logic shared by both sides of the calibration. The simulator's workload
+ * (workload.cpp) runs it on the simulated guest's memory; the static guest binary
+ * (tests/guest/vbwork.c) runs it in a real QEMU guest. Both get the same sizes, rates,
+ * order of operations and page contents; only the memory underneath differs (what
+ * "allocate", "write" and "release" do is the caller's, through struct vbw_ops).
+ *
+ * Workloads:
+ *  - fresh: a working set written and held; the rest of RAM never touched.
+ *  - freed: fresh, then a share of the rest written (non-zero) and freed before migrating.
+ *  - busy:  fresh plus what a compile does to memory, at rates in bytes per second of the
+ *    caller's clock: a hot set rewritten over and over, page-cache-like memory (a file in
+ *    the guest) rewritten slowly, and arenas allocated, filled at the churn rate and freed
+ *    at random with a bounded number alive, so freed memory is reused. Warm it up (run it for
+ *    warmup_ms) before migrating: then arenas are freed and reused at the steady rate.
+ *
+ * Every write fills whole pages with contents unique to the region, page and write
+ * (vbw_fill_page): never zero, and a stale copy always differs.
+ *
+ * Plain C99 (it also compiles as C++); no allocation, no I/O, no clock of its own.
+ */
+#ifndef VB_WORKLOAD_GENERATOR_H
+#define VB_WORKLOAD_GENERATOR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VBW_PAGE_BYTES 4096u
+#define VBW_PAGE_WORDS (VBW_PAGE_BYTES / 8u)
+#define VBW_MAX_ARENAS 4096u
+
+enum vbw_kind { VBW_FRESH = 0, VBW_FREED = 1, VBW_BUSY = 2 };
+
+/* Regions the generator allocates; arena i is VBW_REGION_ARENA0 + i. */
+enum vbw_region {
+	VBW_REGION_WORKING_SET = 0,
+	VBW_REGION_FREED = 1,
+	VBW_REGION_HOT = 2,
+	VBW_REGION_CACHE = 3,
+	VBW_REGION_ARENA0 = 4,
+};
+
+/* How a write reaches memory: anonymous memory of the process, or the page cache (a file).
+ * The simulator marks the two through different dirty-log paths (every page through
+ * exactly one), so a bug in either path shows at the destination. */
+enum vbw_path { VBW_PATH_ANON = 0, VBW_PATH_CACHE = 1 };
+
+struct vbw_params {
+	uint64_t working_set_bytes;  /* all workloads: written once and held */
+	double freed_fraction;       /* freed: share of (RAM - working set) written, then freed */
+	/* busy */
+	uint64_t hot_bytes;          /* rewritten in a cycle at hot_bytes_per_second */
+	double hot_bytes_per_second;
+	uint64_t cache_bytes;        /* page cache, rewritten at cache_bytes_per_second */
+	double cache_bytes_per_second;
+	uint64_t arena_bytes;        /* one allocation */
+	uint64_t live_bytes;         /* arenas alive at most */
+	double churn_bytes_per_second; /* arenas allocated + written (and as many freed) */
+	double warmup_ms;            /* run this long before the migration starts */
+	uint64_t seed;
+};
+
+/* The defaults both sides use (docs/migration-model.md says why these sizes). */
+struct vbw_params vbw_default_params(void);
+const char *vbw_kind_name(enum vbw_kind kind);
+/* 0 and *kind set for "fresh", "freed", "busy"; -1 otherwise. */
+int vbw_parse_kind(const char *name, enum vbw_kind *kind);
+/* NULL, or why the parameters cannot run (for ram_bytes of guest RAM). */
+const char *vbw_check_params(enum vbw_kind kind, const struct vbw_params *p, uint64_t ram_bytes);
+
+struct vbw_ops {
+	void *ctx;
+	/* Up to `pages` pages for a region (not written yet); returns how many it got. */
+	uint64_t (*allocate)(void *ctx, uint32_t region, uint64_t pages);
+	/* Pages [first, first + count) of the region, written whole with vbw_fill_page
+	 * contents for `stamp`, through `path`. */
+	void (*write)(void *ctx, uint32_t region, uint64_t first, uint64_t count, uint64_t stamp,
+		      enum vbw_path path);
+	/* The region's memory goes back to the guest. */
+	void (*release)(void *ctx, uint32_t region);
+};
+
+struct vbw_stats {
+	uint64_t pages_written;
+	uint64_t pages_freed;
+	uint64_t allocations;
+	uint64_t hot_pages_written;
+	uint64_t cache_pages_written;
+	uint64_t arena_pages_written;
+};
+
+struct vbw_state {
+	enum vbw_kind kind;
+	struct vbw_params p;
+	struct vbw_ops ops;
+	uint64_t ram_bytes;
+	uint64_t hot_pages, cache_pages, arena_pages;
+	uint32_t max_live;
+	uint64_t hot_cursor, cache_cursor;
+	double hot_done, cache_done, churn_done; /* bytes done since vbw_start() */
+	double start_ms;
+	uint64_t rng;
+	uint64_t stamp;
+	uint32_t live_count;
+	uint32_t filling;          /* arena slot being written, or VBW_MAX_ARENAS: none */
+	uint64_t fill_cursor;      /* its pages written so far */
+	uint8_t live[VBW_MAX_ARENAS];  /* arena slot i holds memory */
+	uint64_t arena_got[VBW_MAX_ARENAS];
+	struct vbw_stats stats;
+};
+
+/* The contents of one page of one write. */
+void vbw_fill_page(uint64_t *words, uint32_t region, uint64_t page, uint64_t stamp);
+
+void vbw_init(struct vbw_state *s, enum vbw_kind kind, const struct vbw_params *p,
+	      uint64_t ram_bytes, const struct vbw_ops *ops);
+/* The state before migrating: working set; freed: also writes and frees; busy: hot set,
+ * cache and the first arenas up to the live bound, all written. */
+void vbw_prepare(struct vbw_state *s);
+/* busy: the rates count from now_ms on. */
+void vbw_start(struct vbw_state *s, double now_ms);
+/* busy: does what is owed at now_ms, at most max_pages pages of writes; returns the pages
+ * written (0: nothing owed). Other workloads: 0. */
+uint64_t vbw_step(struct vbw_state *s, double now_ms, uint64_t max_pages);
+/* Whether arena slot i holds memory now (for the pages in use). */
+int vbw_arena_live(const struct vbw_state *s, uint32_t slot);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The migration model beside real QEMU 7.2: the calibration table.
+
+Reads the real figures (tests/guest/calibration/qemu-7.2.json, written by
+`pytest tests/guest -m calibration`), runs `vballoon-sim compare --host qemu-7.2` on the same
+scenario (2048 MiB guest, the same workloads from the same generator, unlimited link and
+1 Gbit/s, three runs each) and prints one markdown table: per workload, link and strategy the
+median and min-max of bytes sent, normal and zero pages, rounds (bitmap syncs) and total
+time, and the ratio to `none`, real beside model.
+
+Strategies: real QEMU's `none` detects zero pages in its migration thread, so it is the
+model's `zero-detect`; `hint` is `hint+zero-detect`, `report` is `report+zero-detect`. The
+model has no combined hint+report strategy: that row is real only.
+
+  tools/calibration_table.py [--sim build/tools/vballoon-sim] [--real FILE]
+                             [--model-json FILE (reuse a saved run)] [--save-model FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+DEFAULT_REAL = os.path.join(REPO, "tests", "guest", "calibration", "qemu-7.2.json")
+MIB = 1 << 20
+WORKLOADS = ("fresh", "freed", "busy")
+REAL_TO_MODEL = {"none": "zero-detect", "hint": "hint+zero-detect",
+                 "report": "report+zero-detect", "hint+report": None}
+LINKS = {"unlimited": "unlimited", "1gbit": "1"}
+REPEAT = 3
+
+
+def compare_command(sim: str, link: str, out_json: str) -> list[str]:
+    return [sim, "compare", "--host", "qemu-7.2", "--ram-mib", "2048",
+            "--workload", ",".join(WORKLOADS),
+            "--strategy", ",".join(s for s in REAL_TO_MODEL.values() if s),
+            "--link-gbit", LINKS[link], "--repeat", str(REPEAT), "--json", out_json]
+
+
+def run_model(sim: str) -> dict:
+    """{link: [result rows]} from compare's JSON, one compare run per link."""
+    out = {}
+    for link in LINKS:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model.json")
+            cmd = compare_command(sim, link, path)
+            print("running: " + " ".join(cmd), file=sys.stderr)
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            with open(path) as f:
+                out[link] = json.load(f)
+    return out
+
+
+def model_rows(doc: dict) -> list[dict]:
+    """One dict per model run: workload, strategy, bytes, normal, zero, rounds, total_ms,
+    verified. compare's JSON lists each run (with --repeat, each repetition)."""
+    rows = []
+    for r in doc.get("results", []):
+        runs = r.get("runs") or [r]
+        for run in runs:
+            rows.append({"workload": r["workload"], "strategy": r["strategy"],
+                         "bytes": run.get("bytes_sent"), "normal": run.get("pages_sent"),
+                         "zero": run.get("zero_pages"), "rounds": run.get("rounds"),
+                         "total_ms": run.get("total_ms"),
+                         "verified": run.get("verified", r.get("verified"))})
+    return rows
+
+
+def cell(values, fmt="{:.0f}") -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    if min(values) == max(values):
+        return fmt.format(med)
+    return f"{fmt.format(med)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def ratio(values, base) -> str:
+    values = [v for v in values if v is not None]
+    base = [v for v in base if v is not None]
+    if not values or not base or statistics.median(base) == 0:
+        return "-"
+    return f"{statistics.median(values) / statistics.median(base):.2f}x"
+
+
+def table(real: dict, model: dict | None) -> str:
+    lines = ["| workload | link | strategy | MiB sent real / model | normal pages real / model "
+             "| zero pages real / model | rounds real / model | total ms real / model "
+             "| bytes x none real / model | time x none real / model |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for workload in WORKLOADS:
+        for link in LINKS:
+            def real_runs(strategy):
+                return [r for r in real["rows"] if r["workload"] == workload
+                        and r["link"] == link and r["strategy"] == strategy
+                        and r["status"] == "completed"]
+
+            def model_runs(strategy):
+                name = REAL_TO_MODEL[strategy]
+                if model is None or name is None:
+                    return []
+                return [r for r in model_rows(model[link]) if r["workload"] == workload
+                        and r["strategy"] == name]
+            rn, mn = real_runs("none"), model_runs("none")
+            for strategy in REAL_TO_MODEL:
+                rr, mr = real_runs(strategy), model_runs(strategy)
+
+                def both(real_key, model_key, scale=1.0, fmt="{:.0f}"):
+                    real_vals = [r[real_key] / scale for r in rr if r[real_key] is not None]
+                    model_vals = [r[model_key] / scale for r in mr if r[model_key] is not None]
+                    return f"{cell(real_vals, fmt)} / {cell(model_vals, fmt)}"
+                bytes_x = (f"{ratio([r['transferred'] for r in rr], [r['transferred'] for r in rn])}"
+                           f" / {ratio([r['bytes'] for r in mr], [r['bytes'] for r in mn])}")
+                time_x = (f"{ratio([r['total_time_ms'] for r in rr], [r['total_time_ms'] for r in rn])}"
+                          f" / {ratio([r['total_ms'] for r in mr], [r['total_ms'] for r in mn])}")
+                lines.append(f"| {workload} | {link} | {strategy} | "
+                             f"{both('transferred', 'bytes', MIB)} | "
+                             f"{both('normal_pages', 'normal')} | {both('zero_pages', 'zero')} | "
+                             f"{both('rounds', 'rounds')} | {both('total_time_ms', 'total_ms')} | "
+                             f"{bytes_x} | {time_x} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sim", default=os.path.join(REPO, "build", "tools", "vballoon-sim"))
+    ap.add_argument("--real", default=DEFAULT_REAL)
+    ap.add_argument("--model-json", help="a saved model run ({link: compare JSON}) instead of running compare")
+    ap.add_argument("--save-model", help="write the model run ({link: compare JSON}) here")
+    ap.add_argument("--real-only", action="store_true", help="print the real figures alone")
+    args = ap.parse_args(argv)
+    with open(args.real) as f:
+        real = json.load(f)
+    model = None
+    if args.model_json:
+        with open(args.model_json) as f:
+            model = json.load(f)
+    elif not args.real_only:
+        model = run_model(args.sim)
+    if args.save_model and model is not None:
+        with open(args.save_model, "w") as f:
+            json.dump(model, f, indent=1)
+    how = real["how"]
+    print(f"real: {how['qemu']}, {how['accel']}, {how['guest_ram_mib']} MiB, {how['driver']}, "
+          f"{how['migration']}; {how['written']}")
+    if model is not None:
+        print("model: " + " ".join(compare_command("vballoon-sim", "1gbit", "F")[1:]).replace(
+            "--link-gbit 1", "--link-gbit unlimited|1"))
+    print()
+    print(table(real, model))
+    if model is not None:
+        bad = [r for link in model for r in model_rows(model[link]) if not r["verified"]]
+        if bad:
+            print(f"\n{len(bad)} model run(s) did not verify", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
