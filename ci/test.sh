@@ -6,7 +6,8 @@
 #   2. the same suites under ASan + UBSan
 #   3. the same suites under ThreadSanitizer (device thread, guest worker, eventfds)
 #   4. the requirements table checked against the test binaries and the mutant map
-#   5. the mutants: each rule broken on purpose, its tests must fail (build-mutants/)
+#   5. the mutants: each rule broken on purpose, its tests must fail (build-mutants/); and
+#      the migration model's mutants, which `vballoon-sim compare` itself must catch
 #   6. the libFuzzer targets: built (clang, ASan + UBSan), every regression replayed, each
 #      target run for 60 s (ci/fuzz.sh; tests/fuzz/README.md)
 #   7. the kernel module, built warning-free against Debian's 6.1 headers, and once more
@@ -41,6 +42,9 @@ step "requirements traceability"
 
 step "mutants: every rule with tests broken on purpose, its tests must fail"
 ci/mutants.sh
+
+step "mutants of the migration model: vballoon-sim compare must catch each"
+ci/compare_mutants.sh
 
 step "fuzzers: regressions and 60 s per target"
 ci/fuzz.sh 60

@@ -404,8 +404,9 @@ def check_compare_mutants(map_path, hooks):
             continue
         cells = line.split("\t")
         where = "%s:%d" % (map_path, lineno)
-        if len(cells) != 2 or not cells[1].strip():
-            errors.append("%s: want two tab-separated cells (mutant, what it breaks)" % where)
+        if len(cells) not in (2, 3) or not all(c.strip() for c in cells):
+            errors.append("%s: want two or three tab-separated cells (mutant, what it breaks, "
+                          "why compare misses it)" % where)
             continue
         name = cells[0].strip()
         if not MUTANT_NAME_RE.match(name):

@@ -2,7 +2,9 @@
 #include "buddy_allocator.h"
 
 #include <algorithm>
+#include <random>
 #include <sstream>
+#include <vector>
 
 namespace vbsim {
 
@@ -47,6 +49,26 @@ void BuddyAllocator::push_free(uint32_t index, unsigned order)
 		frames_[head.next].prev = index;
 	free_heads_[order] = index;
 	free_block_count_[order]++;
+}
+
+void BuddyAllocator::shuffle_free_lists(uint64_t seed)
+{
+	std::lock_guard lock(mutex_);
+	std::mt19937_64 random(seed);
+	for (unsigned order = 0; order <= kMaxOrder; order++) {
+		std::vector<uint32_t> heads;
+		for (uint32_t index = free_heads_[order]; index != kNone; index = frames_[index].next)
+			heads.push_back(index);
+		std::shuffle(heads.begin(), heads.end(), random);
+		// Relinked in place: the blocks stay free and keep their reported marks.
+		uint32_t prev = kNone;
+		free_heads_[order] = heads.empty() ? kNone : heads.front();
+		for (size_t i = 0; i < heads.size(); i++) {
+			frames_[heads[i]].prev = prev;
+			frames_[heads[i]].next = i + 1 < heads.size() ? heads[i + 1] : kNone;
+			prev = heads[i];
+		}
+	}
 }
 
 void BuddyAllocator::unlink_free(uint32_t index, unsigned order)

@@ -590,11 +590,17 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		if (result.converged || round + 1 >= config.max_rounds) {
 			// Stop-and-copy: the VM stops (its threads stand still, wall clock: waiting
 			// on them is what stopping costs), the last harvest takes both bitmaps.
+			// The workload's writes go on until the VM has stopped: it stands still last,
+			// after doing what it owes at that moment (writes the final harvest must find).
 			const auto stop_start = std::chrono::steady_clock::now();
-			pause();
+			if (machine.pause_guest)
+				machine.pause_guest();
 			const double stop_ms =
 				std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stop_start)
 					.count();
+			clock_base_ms.store(elapsed_ms + stop_ms, std::memory_order_release);
+			if (machine.workload)
+				machine.workload->pause();
 			const uint64_t start = thread_cpu_ns();
 			std::fill(harvested.begin(), harvested.end(), 0);
 			log.harvest_final(harvested.data());

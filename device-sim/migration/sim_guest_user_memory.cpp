@@ -29,6 +29,8 @@ public:
 		return runs;
 	}
 
+	void shuffle_free_memory(uint64_t seed) override { guest_.allocator().shuffle_free_lists(seed); }
+
 	void free(const std::vector<PageRange>& runs) override
 	{
 		UserMemory user;

@@ -50,6 +50,8 @@ public:
 		return runs;
 	}
 
+	void shuffle_free_memory(uint64_t seed) override { allocator_.shuffle_free_lists(seed); }
+
 	void free(const std::vector<PageRange>& runs) override
 	{
 		for (const PageRange& run : runs)
@@ -113,6 +115,12 @@ public:
 
 	void prepare() override
 	{
+		if (config_.shuffle_free_list)
+			memory_.shuffle_free_memory(config_.params.seed);
+		if (config_.booted_guest_bytes != 0) {
+			booted_.assign(memory_.allocate(config_.booted_guest_bytes / kPage));
+			write_region(booted_, kBootedGuestRegion, 0, count_pages(booted_.runs), 1, VBW_PATH_ANON);
+		}
 		vbw_prepare(state_.get());
 		vbw_start(state_.get(), 0);
 		publish_stats();
@@ -123,10 +131,19 @@ public:
 		if (config_.kind != WorkloadKind::kBusy || thread_.joinable())
 			return;
 		// The warm-up, in workload time: the migration has not started, so nothing waits.
-		for (double t = 0; t < config_.params.warmup_ms; t += kWarmupStepMs)
+		for (double t = 0;; t = std::min(t + kWarmupStepMs, config_.params.warmup_ms)) {
 			while (vbw_step(state_.get(), t, kStepPages) != 0) {
 			}
-		workload_ms_ = config_.params.warmup_ms;
+			if (t >= config_.params.warmup_ms)
+				break;
+		}
+		{
+			// Workload time goes on from the warm-up's end, whatever clock is set.
+			std::lock_guard lock(mutex_);
+			workload_ms_ = config_.params.warmup_ms;
+			if (clock_)
+				clock_offset_ms_ = workload_ms_ - clock_();
+		}
 		publish_stats();
 		thread_ = std::thread([this] { run_busy(); });
 	}
@@ -171,7 +188,7 @@ public:
 	std::vector<PageRange> pages_in_use() const override
 	{
 		std::lock_guard lock(mutex_);
-		std::vector<PageRange> in_use;
+		std::vector<PageRange> in_use = booted_.runs;
 		auto add = [&](uint32_t region) {
 			const Region& r = regions_[region];
 			in_use.insert(in_use.end(), r.runs.begin(), r.runs.end());
@@ -235,8 +252,13 @@ private:
 	// log is attached and detached only while the workload is paused between calls.
 	void write(uint32_t region, uint64_t first, uint64_t count, uint64_t stamp, vbw_path path)
 	{
+		write_region(regions_[region], region, first, count, stamp, path);
+	}
+
+	void write_region(const Region& r, uint32_t region, uint64_t first, uint64_t count, uint64_t stamp,
+			  vbw_path path)
+	{
 		GuestMemory& ram = memory_.ram();
-		const Region& r = regions_[region];
 		DirtyMarker marker(ram.dirty_log());
 		size_t run = size_t(std::upper_bound(r.starts.begin(), r.starts.end(), first) - r.starts.begin()) - 1;
 		for (uint64_t i = first; i < first + count; i++) {
@@ -297,7 +319,9 @@ private:
 	const WorkloadConfig config_;
 	GuestUserMemory& memory_;
 	std::unique_ptr<vbw_state> state_;
+	static constexpr uint32_t kBootedGuestRegion = 0xffff; // not one of the generator's
 	std::vector<Region> regions_;
+	Region booted_;
 	std::vector<uint64_t> page_;
 	WorkloadStats stats_;
 
@@ -344,6 +368,8 @@ WorkloadConfig workload_for_ram(WorkloadKind kind, uint64_t ram_bytes)
 	config.kind = kind;
 	vbw_params& p = config.params;
 	auto clamp = [](uint64_t& bytes, uint64_t most) { bytes = std::min(bytes, most / kPage * kPage); };
+	config.booted_guest_bytes = kBootedTestGuestBytes;
+	clamp(config.booted_guest_bytes, ram_bytes / 16);
 	clamp(p.working_set_bytes, ram_bytes / 8);
 	const uint64_t busy = p.hot_bytes + p.cache_bytes + p.live_bytes;
 	if (busy > ram_bytes / 4) {

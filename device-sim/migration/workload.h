@@ -46,6 +46,8 @@ public:
 	// Up to `pages` pages in runs; fewer when the guest is out of memory. Not written yet.
 	virtual std::vector<PageRange> allocate(uint64_t pages) = 0;
 	virtual void free(const std::vector<PageRange>& runs) = 0;
+	// Shuffles the guest's free lists (page_alloc.shuffle=1).
+	virtual void shuffle_free_memory(uint64_t seed) = 0;
 };
 
 // GuestUserMemory over a buddy allocator (the simulated guest's own, or a bare one in tests).
@@ -69,10 +71,27 @@ struct WorkloadConfig {
 	WorkloadKind kind = WorkloadKind::kFresh;
 	// Sizes and rates (bytes per second of the model clock), the guest binary's defaults.
 	vbw_params params = vbw_default_params();
+	// The guest booted with its free lists shuffled (Linux: page_alloc.shuffle=1), before
+	// prepare() allocates: the working set and the free memory then lie all over RAM, so
+	// a hint that lands after the bulk pass started saves only what lies ahead of it.
+	// Off by default, as on Debian 12's kernel without that parameter.
+	bool shuffle_free_list = false;
+	// What the booted guest itself holds before any workload runs (kernel image, its page
+	// structures, the unpacked initramfs, slab, the shell): written once before the
+	// workload's own memory and held. Not the generator's: the real guest has it already
+	// (vbwork does not allocate it). 0 here; workload_for_ram() (compare) gives the
+	// calibration guest's, kBootedTestGuestBytes.
+	uint64_t booted_guest_bytes = 0;
 };
 
+// Measured on the calibration guest: real QEMU sent 57.7k normal pages for `fresh`, of which
+// vbwork's working set is 32.8k (tests/guest/calibration/qemu-7.2.json), so the booted 2 GiB
+// busybox test guest holds 24.9k pages, 97 MiB. A Debian guest with its daemons holds more.
+inline constexpr uint64_t kBootedTestGuestBytes = 97ull << 20;
+
 // The defaults, shrunk for a small guest: the working set at most 1/8 of RAM, the busy
-// footprint (hot set, cache, arenas) at most 1/4.
+// footprint (hot set, cache, arenas) at most 1/4; and the booted guest's own memory
+// (kBootedTestGuestBytes, at most 1/16 of RAM).
 WorkloadConfig workload_for_ram(WorkloadKind kind, uint64_t ram_bytes);
 
 struct WorkloadStats {

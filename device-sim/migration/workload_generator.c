@@ -19,8 +19,8 @@ struct vbw_params vbw_default_params(void)
 	p.freed_fraction = 0.75;
 	/* A compile's memory, small enough that a 2 GiB guest under TCG keeps these rates
 	 * (tests/guest measures what it achieved): 16 MiB of hot data rewritten four times a
-	 * second, 64 MiB of page cache rewritten at 4 MiB/s, 2 MiB arenas turned over at
-	 * 32 MiB/s with 256 MiB alive. At 1 Gbit/s a migration needs several rounds. */
+	 * second, 64 MiB of page cache rewritten at 4 MiB/s, 2 MiB arenas filled and turned
+	 * over at 32 MiB/s with 256 MiB alive. At 1 Gbit/s a migration needs several rounds. */
 	p.hot_bytes = 16ull << 20;
 	p.hot_bytes_per_second = 64.0 * MIB;
 	p.cache_bytes = 64ull << 20;
@@ -113,6 +113,7 @@ void vbw_init(struct vbw_state *s, enum vbw_kind kind, const struct vbw_params *
 	if (s->max_live > VBW_MAX_ARENAS)
 		s->max_live = VBW_MAX_ARENAS;
 	s->rng = p->seed;
+	s->filling = VBW_MAX_ARENAS;
 }
 
 static void write_run(struct vbw_state *s, uint32_t region, uint64_t first, uint64_t count, enum vbw_path path)
@@ -136,9 +137,9 @@ static uint32_t arena_region(uint32_t slot)
 	return VBW_REGION_ARENA0 + slot;
 }
 
-/* One arena's turn: when the live bound is reached, a random live one is freed first, so
- * the new one reuses freed memory. */
-static uint64_t churn_one(struct vbw_state *s)
+/* A new arena: when the live bound is reached, a random live one is freed first, so the
+ * new one reuses freed memory. It is written as the churn rate owes it (fill_arena). */
+static void new_arena(struct vbw_state *s)
 {
 	uint32_t slot = 0;
 	if (s->live_count >= s->max_live) {
@@ -154,12 +155,29 @@ static uint64_t churn_one(struct vbw_state *s)
 		while (s->live[slot])
 			slot++;
 	}
-	const uint64_t got = allocate_and_write(s, arena_region(slot), s->arena_pages, VBW_PATH_ANON);
-	s->arena_got[slot] = got;
+	s->arena_got[slot] = s->ops.allocate(s->ops.ctx, arena_region(slot), s->arena_pages);
+	s->stats.allocations++;
 	s->live[slot] = 1;
 	s->live_count++;
-	s->stats.arena_pages_written += got;
-	return got;
+	s->filling = slot;
+	s->fill_cursor = 0;
+}
+
+/* Up to `pages` more pages of the arena being filled; returns how many. */
+static uint64_t fill_arena(struct vbw_state *s, uint64_t pages)
+{
+	if (s->filling == VBW_MAX_ARENAS)
+		new_arena(s);
+	const uint32_t slot = s->filling;
+	uint64_t n = s->arena_got[slot] - s->fill_cursor;
+	if (n > pages)
+		n = pages;
+	write_run(s, arena_region(slot), s->fill_cursor, n, VBW_PATH_ANON);
+	s->stats.arena_pages_written += n;
+	s->fill_cursor += n;
+	if (s->fill_cursor >= s->arena_got[slot])
+		s->filling = VBW_MAX_ARENAS;
+	return n;
 }
 
 void vbw_prepare(struct vbw_state *s)
@@ -180,8 +198,8 @@ void vbw_prepare(struct vbw_state *s)
 		s->hot_pages = allocate_and_write(s, VBW_REGION_HOT, s->hot_pages, VBW_PATH_ANON);
 	if (s->cache_pages)
 		s->cache_pages = allocate_and_write(s, VBW_REGION_CACHE, s->cache_pages, VBW_PATH_CACHE);
-	while (s->live_count < s->max_live)
-		churn_one(s);
+	while (s->live_count < s->max_live || s->filling != VBW_MAX_ARENAS)
+		fill_arena(s, s->arena_pages);
 }
 
 void vbw_start(struct vbw_state *s, double now_ms)
@@ -206,9 +224,13 @@ uint64_t vbw_step(struct vbw_state *s, double now_ms, uint64_t max_pages)
 	const double page = VBW_PAGE_BYTES;
 
 	/* The stream furthest behind goes first. */
-	if (s->max_live > 0 && churn_owed > 0 && churn_owed >= hot_owed && churn_owed >= cache_owed) {
-		s->churn_done += (double)s->p.arena_bytes;
-		return churn_one(s) + 1;
+	if (s->max_live > 0 && churn_owed >= page && churn_owed >= hot_owed && churn_owed >= cache_owed) {
+		uint64_t n = (uint64_t)(churn_owed / page);
+		if (n > max_pages)
+			n = max_pages;
+		n = fill_arena(s, n);
+		s->churn_done += (double)(n ? n : 1) * page; /* an empty arena (out of memory) still counts */
+		return n ? n : 1;
 	}
 	if (s->hot_pages > 0 && hot_owed >= page && hot_owed >= cache_owed) {
 		uint64_t n = (uint64_t)(hot_owed / page);

@@ -12,8 +12,8 @@
  *  - freed: fresh, then a share of the rest written (non-zero) and freed before migrating.
  *  - busy:  fresh plus what a compile does to memory, at rates in bytes per second of the
  *    caller's clock: a hot set rewritten over and over, page-cache-like memory (a file in
- *    the guest) rewritten slowly, and arenas allocated, written whole and freed at random
- *    with a bounded number alive, so freed memory is reused. Warm it up (run it for
+ *    the guest) rewritten slowly, and arenas allocated, filled at the churn rate and freed
+ *    at random with a bounded number alive, so freed memory is reused. Warm it up (run it for
  *    warmup_ms) before migrating: then arenas are freed and reused at the steady rate.
  *
  * Every write fills whole pages with contents unique to the region, page and write
@@ -107,6 +107,8 @@ struct vbw_state {
 	uint64_t rng;
 	uint64_t stamp;
 	uint32_t live_count;
+	uint32_t filling;          /* arena slot being written, or VBW_MAX_ARENAS: none */
+	uint64_t fill_cursor;      /* its pages written so far */
 	uint8_t live[VBW_MAX_ARENAS];  /* arena slot i holds memory */
 	uint64_t arena_got[VBW_MAX_ARENAS];
 	struct vbw_stats stats;

@@ -22,7 +22,7 @@ rates vbwork reached (SIGUSR1). Written as JSON ($VBALLOON_CALIBRATION_JSON, def
 <work>/calibration.json); the committed figures are tests/guest/calibration/qemu-7.2.json.
 
 Marked calibration and left out of the default run: `pytest tests/guest -m calibration`
-(about 25-40 minutes here).
+(about 11 minutes here, load average 5-11).
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ SETTLE_SLACK = 8 * MIB
 SETTLE_QUIET_S = 4.0
 SETTLE_TIMEOUT_S = 60.0
 VBWORK_OUT = "/tmp/vbwork.out"
+# VBALLOON_CALIBRATION_SHUFFLE=1 boots with page_alloc.shuffle=1 (the model's
+# --shuffle-free-list); rows say which.
+SHUFFLE = os.environ.get("VBALLOON_CALIBRATION_SHUFFLE") == "1"
 
 ROWS: list[dict] = []
 
@@ -158,7 +161,8 @@ CASES = [(w, s, p) for w in WORKLOADS for s, p in STRATEGIES]
                          ids=[f"{w}-{s}" for w, s, _ in CASES])
 def test_calibration(vballoon_image, workload, strategy, props):
     dut = vballoon_image
-    holder = conftest.VMHolder(dut, f"cal-{workload}-{strategy}", props)
+    holder = conftest.VMHolder(dut, f"cal-{workload}-{strategy}", props,
+                               append="page_alloc.shuffle=1" if SHUFFLE else "")
     try:
         vm = holder.get()
         conftest.reset_guest(vm, dut.drv)
@@ -178,6 +182,7 @@ def test_calibration(vballoon_image, workload, strategy, props):
                 row = dict(r, workload=workload, strategy=strategy, link=link,
                            max_bandwidth=bandwidth, run=run, vbwork_stats=stats,
                            guest_used_kib_at_boot=used_kib, vbwork_params=params,
+                           shuffled_free_lists=SHUFFLE,
                            hint_rounds=counters.get("hint_rounds"),
                            hint_blocks=counters.get("hint_blocks"))
                 ROWS.append(row)

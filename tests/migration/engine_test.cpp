@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "migration/channel.h"
@@ -488,6 +492,75 @@ TEST(ModelClock, AMigrationDrivesItFromWhereItStoodByTheRunsTotalTime)
 	MigrationResult second = migrate(machine, config_for(Strategy::kZeroDetect, "qemu-7.2"));
 	ASSERT_TRUE(second.verified) << second.error;
 	EXPECT_DOUBLE_EQ(clock.now_ms(), first.total_ms + second.total_ms);
+}
+
+} // namespace
+} // namespace vbsim::migration
+
+namespace vbsim::migration
+{
+namespace
+{
+
+// Where the working set lands: from one end of RAM on a guest that booted with its free
+// lists in address order, from all over it with them shuffled (page_alloc.shuffle=1).
+uint64_t working_set_span_pages(bool shuffle, uint64_t seed)
+{
+	testing::SmallMachine m(kRam);
+	WorkloadConfig config = small_workload(WorkloadKind::kFresh);
+	config.params.working_set_bytes = 8ull << 20; // 2048 pages in 4 MiB blocks
+	config.params.seed = seed;
+	config.shuffle_free_list = shuffle;
+	auto workload = make_workload(config, *m.user_memory);
+	workload->prepare();
+	uint64_t low = UINT64_MAX, high = 0;
+	for (const PageRange& run : workload->pages_in_use()) {
+		low = std::min(low, run.first_page);
+		high = std::max(high, run.first_page + run.pages);
+	}
+	return high - low;
+}
+
+// The review's findings on the old busy: it never freed during a migration, wrote each page
+// once and dirtied in real time before the model clock started.
+TEST(Workload, BusyWarmsUpThenFreesAndRewritesWhileMigratingAndStandsStillBefore)
+{
+	testing::SmallMachine m(kRam);
+	WorkloadConfig config = small_workload(WorkloadKind::kBusy);
+	auto workload = make_workload(config, *m.user_memory);
+	workload->prepare();
+	const WorkloadStats prepared = workload->stats();
+	workload->start();
+	const WorkloadStats warmed = workload->stats();
+	// The warm-up (100 ms of workload time at 200 MiB/s of churn) already freed arenas.
+	EXPECT_GT(warmed.pages_freed, prepared.pages_freed);
+	// No clock yet: the workload stands still in real time.
+	std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the interval to show stillness
+	EXPECT_EQ(workload->stats().pages_written, warmed.pages_written);
+	auto machine = m.machine(*workload);
+	MigrationConfig mc = config_for(Strategy::kZeroDetect);
+	mc.link_bytes_per_second = 64.0 * (1 << 20);
+	MigrationResult r = migrate(machine, mc);
+	const WorkloadStats after = workload->stats();
+	workload->stop();
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_GT(after.pages_freed, warmed.pages_freed);
+	// The hot set (1 MiB = 256 pages at 32 MiB/s) was rewritten many times over.
+	EXPECT_GT(after.pages_written - warmed.pages_written, 4 * 256u);
+}
+
+TEST(Workload, AShuffledFreeListSpreadsTheWorkingSetOverRam)
+{
+	const uint64_t ram_pages = kRam / 4096;
+	uint64_t widest = 0, contiguous = 0;
+	for (uint64_t seed = 1; seed <= 5; seed++) {
+		EXPECT_EQ(working_set_span_pages(false, seed), 2048u);
+		const uint64_t span = working_set_span_pages(true, seed);
+		widest = std::max(widest, span);
+		contiguous += span == 2048;
+	}
+	EXPECT_GT(widest, ram_pages / 3);
+	EXPECT_LE(contiguous, 2u); // two of eleven 4 MiB blocks side by side, now and then
 }
 
 } // namespace

@@ -43,6 +43,7 @@ struct CompareArguments {
 	double downtime_ms = 300; // QEMU's downtime-limit default
 	std::string untouched = "populated";
 	unsigned repeat = 3;
+	bool shuffle_free_list = false;
 	std::string json_path;
 	std::string csv_path;
 	std::string plot_path;
@@ -202,7 +203,8 @@ int run_compare(const CompareArguments& args)
 					},
 					[&progress](const migration::RoundProgress& round) {
 						progress.round_finished(round);
-					});
+					},
+					args.shuffle_free_list);
 				if (running)
 					progress.run_finished();
 				workload_rows.insert(workload_rows.end(), runs.begin(), runs.end());
@@ -307,6 +309,10 @@ void add_compare_command(CLI::App& app, int* exit_status)
 			"a host whose guest RAM is backed) or shared-zero (one cache-hot zero page)")
 		->check(CLI::IsMember({"populated", "shared-zero"}))
 		->capture_default_str();
+	cmd->add_flag("--shuffle-free-list", args->shuffle_free_list,
+		      "The guest boots with its free lists shuffled (Linux page_alloc.shuffle=1): its "
+		      "working set and free memory lie all over RAM, so what a hint landing after the "
+		      "bulk pass started saves depends on where the pass is");
 	cmd->add_option("--repeat", args->repeat,
 			"Runs per workload of zero-detect and hint+zero-detect, the pair the summary "
 			"compares (median and min-max; the table shows each strategy's median run); the "

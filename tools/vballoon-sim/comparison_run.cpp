@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -36,7 +37,7 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 					  const migration::MigrationConfig& base_config,
 					  const std::function<unsigned(migration::Strategy)>& runs_of,
 					  const std::function<void(migration::Strategy, unsigned)>& starting_run,
-					  const migration::ProgressCallback& progress)
+					  const migration::ProgressCallback& progress, bool shuffle_free_list)
 {
 	std::vector<ComparisonRow> rows;
 	if (strategies.empty())
@@ -88,8 +89,9 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 		// the OOM notifier), as their page faults would.
 		std::unique_ptr<migration::GuestUserMemory> user =
 			migration::make_sim_guest_user_memory(machine->memory, machine->guest);
-		std::unique_ptr<migration::Workload> load =
-			migration::make_workload(workload_for(workload, ram_bytes), *user);
+		migration::WorkloadConfig workload_config = workload_for(workload, ram_bytes);
+		workload_config.shuffle_free_list = shuffle_free_list;
+		std::unique_ptr<migration::Workload> load = migration::make_workload(workload_config, *user);
 		// One clock from before the workload starts: the workload paces itself by it
 		// throughout, the migrations drive it while they run.
 		migration::ModelClock clock;
@@ -99,9 +101,6 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 		described.described().clock = &clock;
 		{
 			load->start();
-			if (reporting &&
-			    !migration::wait_for_reporting_to_settle(machine->guest, std::chrono::seconds(60)))
-				return fail_rest("free page reporting did not settle within 60 s");
 			// The busy workload's thread stops even when the model throws.
 			struct StopOnExit {
 				migration::Workload& workload;
@@ -116,6 +115,11 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 						continue;
 					if (starting_run)
 						starting_run(strategy, run);
+					// The run waits for reporting to settle (as the real-QEMU runs wait
+					// for QEMU's RSS), instead of modelling Linux's 2 s delay.
+					if (reporting && !migration::wait_for_reporting_to_settle(
+								 machine->guest, std::chrono::seconds(60)))
+						throw std::runtime_error("free page reporting did not settle within 60 s");
 					migration::MigrationConfig config = base_config;
 					config.strategy = strategy;
 					ComparisonRow row = row_for(strategy, run);
