@@ -6,12 +6,11 @@
 #include <optional>
 #include <stdexcept>
 
-#include <time.h>
-
 #include "balloon/chunk_request.h"
 #include "balloon/pfn_array.h"
 #include "memory/guest_memory.h"
 #include "memory/little_endian.h"
+#include "transport/thread_cpu_time.h"
 #include "vballoon/support/mutant.h"
 
 namespace vbsim
@@ -323,16 +322,6 @@ void BalloonDevice::timer_expired()
 }
 
 // ---- Queue processing ------------------------------------------------------------------------
-
-namespace
-{
-uint64_t thread_cpu_ns()
-{
-	timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-} // namespace
 
 void BalloonDevice::drain_queue(unsigned index, vb_queue_kind kind)
 {

@@ -2,7 +2,6 @@
 #include "migration/channel.h"
 
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +12,7 @@
 #include <system_error>
 
 #include "migration/zero_page.h"
+#include "transport/thread_cpu_time.h"
 
 // ThreadSanitizer sees writev read guest RAM that the guest may be writing: the race QEMU has
 // too, and intended (the dirty log sends the page again). Under TSan the pages go through a
@@ -37,13 +37,6 @@ constexpr uint64_t kFlagZero = 0x02;
 constexpr uint64_t kFlagPage = 0x08;
 constexpr uint64_t kFlagSync = 0x10;
 constexpr uint64_t kFlagMask = kPage - 1;
-
-uint64_t thread_cpu_ns()
-{
-	timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 // Reads the receiver's end in large blocks and hands out exact byte counts.
 class BufferedReader

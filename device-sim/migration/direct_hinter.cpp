@@ -1,19 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "migration/direct_hinter.h"
 
-#include <time.h>
+#include "transport/thread_cpu_time.h"
 
 namespace vbsim::migration
 {
 
 namespace
 {
-uint64_t thread_cpu_ns()
-{
-	timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 constexpr uint64_t kBlockPages = uint64_t{1} << BuddyAllocator::kMaxOrder;
 } // namespace
 

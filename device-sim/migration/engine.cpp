@@ -19,7 +19,6 @@
 #include <vector>
 
 #include <sys/mman.h>
-#include <time.h>
 
 #include "memory/guest_memory.h"
 #include "migration/channel.h"
@@ -30,6 +29,7 @@
 #include "migration/page_bitmap.h"
 #include "migration/workload.h"
 #include "migration/zero_page.h"
+#include "transport/thread_cpu_time.h"
 #include "vballoon/support/mutant.h"
 
 namespace vbsim::migration
@@ -45,13 +45,6 @@ constexpr uint64_t kChunkWords = 8;
 constexpr uint64_t kChunkPages = kChunkWords * 64;
 // Larger than the last-level cache, so reading it runs at memory speed.
 constexpr uint64_t kPopulatedZeroPages = (256ull << 20) / 4096;
-
-uint64_t thread_cpu_ns()
-{
-	timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 // Which source pages are backed by memory now. A page that is not reads as zero; on a
 // real host reading it maps the shared zero page, here (docs/machine-limits.md) it would

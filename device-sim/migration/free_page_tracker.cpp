@@ -1,22 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "migration/free_page_tracker.h"
 
-#include <time.h>
-
+#include "transport/thread_cpu_time.h"
 #include "vballoon/support/mutant.h"
 
 namespace vbsim::migration
 {
-
-namespace
-{
-uint64_t thread_cpu_ns()
-{
-	timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-} // namespace
 
 void FreePageTracker::host_starting_round()
 {
