@@ -163,6 +163,27 @@ def wait_rss_drop(vm: GuestVM, rss0: int, drop: int, timeout: float,
         time.sleep(interval)  # poll interval, bounded by the timeout above
 
 
+
+# QEMU's RSS is settled when it moved by less than this in `quiet_s` (free page reporting
+# hands back about 256 MiB per 2 s pass).
+RSS_SETTLE_SLACK = 8 * MIB
+RSS_SETTLE_QUIET_S = 4.0
+
+
+def wait_rss_settled(vm: GuestVM, timeout: float) -> int:
+    """Poll QEMU's VmRSS until it stayed within RSS_SETTLE_SLACK for RSS_SETTLE_QUIET_S, or
+    `timeout` s passed; returns it."""
+    deadline = time.monotonic() + timeout
+    ref, since = vm.qemu_rss_bytes(), time.monotonic()
+    while True:
+        time.sleep(0.5)  # poll interval, bounded by the deadline below
+        rss, now = vm.qemu_rss_bytes(), time.monotonic()
+        if abs(rss - ref) > RSS_SETTLE_SLACK:
+            ref, since = rss, now
+        elif now - since >= RSS_SETTLE_QUIET_S or now > deadline:
+            return rss
+
+
 @dataclasses.dataclass
 class HintRun:
     """One hinted migration next to the unhinted migration of the same guest state."""

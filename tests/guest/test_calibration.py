@@ -36,6 +36,7 @@ import time
 import pytest
 
 import conftest
+import free_pages
 import guest_image
 import guestvm
 from guestvm import MIB
@@ -56,8 +57,6 @@ MIGRATE_URI = "exec:cat > /dev/null"
 MIGRATION_TIMEOUT_S = 240.0
 BUSY_RESUME_S = 3.0
 READY_TIMEOUT_S = 300.0
-SETTLE_SLACK = 8 * MIB
-SETTLE_QUIET_S = 4.0
 SETTLE_TIMEOUT_S = 60.0
 VBWORK_OUT = "/tmp/vbwork.out"
 # VBALLOON_CALIBRATION_SHUFFLE=1 boots with page_alloc.shuffle=1 (the model's
@@ -82,18 +81,6 @@ def vballoon_image():
     except guest_image.ImageError as e:
         conftest.fail(f"preparing the guest image failed: {e}")
     return conftest.DriverUnderTest("vballoon", img, guestvm.vballoon_driver(img))
-
-
-def _wait_rss_settled(vm) -> int:
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    ref, since = vm.qemu_rss_bytes(), time.monotonic()
-    while True:
-        time.sleep(0.5)  # poll interval, bounded by the deadline below
-        rss, now = vm.qemu_rss_bytes(), time.monotonic()
-        if abs(rss - ref) > SETTLE_SLACK:
-            ref, since = rss, now
-        elif now - since >= SETTLE_QUIET_S or now > deadline:
-            return rss
 
 
 def _start_vbwork(vm, workload: str) -> str:
@@ -172,7 +159,7 @@ def test_calibration(vballoon_image, workload, strategy, props):
         for run in range(RUNS):
             for link, bandwidth in LINKS:
                 if "free-page-reporting" in props:
-                    _wait_rss_settled(vm)
+                    free_pages.wait_rss_settled(vm, SETTLE_TIMEOUT_S)
                 stats = _vbwork_stats(vm) if workload == "busy" else None
                 r = _migrate(vm, bandwidth)
                 if workload == "busy":

@@ -18,7 +18,6 @@ Marked migration_compare and left out of the default run (tests/guest/pytest.ini
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -34,27 +33,10 @@ MODES = (("none", {}),
          ("report", {"free-page-reporting": "on"}),
          ("hint+report", {"free-page-hint": "on", "free-page-reporting": "on"}))
 INIT_ON_ALLOC = (("0", True), ("default", False))
-# RSS is settled when it moved by less than this in SETTLE_QUIET_S (reporting hands back
-# about 256 MiB per 2 s pass).
-SETTLE_SLACK = 8 * MIB
-SETTLE_QUIET_S = 4.0
 SETTLE_TIMEOUT_S = 40.0
 
 CASES = [(mode, props, init_name, init_off) for mode, props in MODES
          for init_name, init_off in INIT_ON_ALLOC]
-
-
-def _wait_rss_settled(vm) -> int:
-    """Poll QEMU's RSS until it stayed within SETTLE_SLACK for SETTLE_QUIET_S; returns it."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    ref, since = vm.qemu_rss_bytes(), time.monotonic()
-    while True:
-        time.sleep(0.5)  # poll interval, bounded by the deadline below
-        rss, now = vm.qemu_rss_bytes(), time.monotonic()
-        if abs(rss - ref) > SETTLE_SLACK:
-            ref, since = rss, now
-        elif now - since >= SETTLE_QUIET_S or now > deadline:
-            return rss
 
 
 @pytest.mark.migration_compare
@@ -72,7 +54,7 @@ def test_migration_compare(compare_vm, driver, request):
         ("free-page-reporting" in props)
 
     free_pages.dirty_and_free(vm, FILL_MIB)
-    rss = _wait_rss_settled(vm)
+    rss = free_pages.wait_rss_settled(vm, SETTLE_TIMEOUT_S)
     r = free_pages.migrate_to_null(vm)
     conftest.MIGRATION_COMPARE_ROWS.append({
         "driver": driver.label, "init_on_alloc": init_name, "mode": mode,
