@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <random>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 namespace vbsim {
@@ -30,12 +31,19 @@ BuddyAllocator::BuddyAllocator(uint64_t first_pfn, uint64_t frame_count)
 	counts_.managed = frame_count;
 	counts_.used = frame_count;
 	std::lock_guard lock(mutex_);
+	// Linux (5.10 on, Debian 12's 6.1) frees boot memory in address order to the tail of
+	// the free lists (memblock_free_all, __free_pages_core's FPI_TO_TAIL), so a booted
+	// guest takes its memory from the bottom of RAM upward and what it never touches lies
+	// at the top. Pushing the blocks to the list heads from the top down gives that order.
+	std::vector<std::pair<uint64_t, unsigned>> blocks;
 	uint64_t end = first_pfn + frame_count;
 	for (uint64_t pfn = first_pfn; pfn < end;) {
 		unsigned order = largest_fitting_order(pfn, end, kMaxOrder);
-		free_block_locked(static_cast<uint32_t>(pfn - first_pfn), order);
+		blocks.emplace_back(pfn, order);
 		pfn += 1ull << order;
 	}
+	for (auto block = blocks.rbegin(); block != blocks.rend(); ++block)
+		free_block_locked(static_cast<uint32_t>(block->first - first_pfn), block->second);
 }
 
 void BuddyAllocator::push_free(uint32_t index, unsigned order)

@@ -32,7 +32,8 @@ public:
 		uint64_t balloon = 0;
 	};
 
-	// Manages frames [first_pfn, first_pfn + frame_count); all start free.
+	// Manages frames [first_pfn, first_pfn + frame_count); all start free, ordered as a
+	// booted Linux orders them: allocations take the lowest free frames first.
 	BuddyAllocator(uint64_t first_pfn, uint64_t frame_count);
 
 	// Puts every free list in a random order (Linux's page_alloc.shuffle=1, which shuffles
