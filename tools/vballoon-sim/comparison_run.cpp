@@ -77,6 +77,8 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 		// QEMU is the host that migrates; it offers hinting and reporting on request.
 		MachineBuilder builder;
 		builder.ram_bytes(ram_bytes).backing(PageBacking::kTransparentHugePages).profile("qemu-7.2");
+		// Its guest keeps Linux's min watermark: the free pages a hint round cannot take.
+		builder.min_free_pages(linux_min_free_pages(ram_bytes));
 		if (hinting)
 			builder.free_page_hinting();
 		if (reporting)
