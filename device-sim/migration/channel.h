@@ -69,6 +69,7 @@ private:
 	std::vector<Record> queued_;
 	std::vector<uint8_t> meta_; // headers and fill bytes, built at flush
 	std::vector<struct iovec> iov_;
+	std::vector<uint8_t> staging_; // ThreadSanitizer builds only (channel.cpp)
 
 	std::thread receiver_;
 	std::atomic<uint64_t> bytes_received_{0};
