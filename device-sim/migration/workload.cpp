@@ -121,6 +121,8 @@ public:
 			booted_.assign(memory_.allocate(config_.booted_guest_bytes / kPage));
 			write_region(booted_, kBootedGuestRegion, 0, count_pages(booted_.runs), 1, VBW_PATH_ANON);
 		}
+		if (config_.booted_guest_zero_bytes != 0)
+			booted_zero_.assign(memory_.allocate(config_.booted_guest_zero_bytes / kPage));
 		vbw_prepare(state_.get());
 		vbw_start(state_.get(), 0);
 		publish_stats();
@@ -189,6 +191,7 @@ public:
 	{
 		std::lock_guard lock(mutex_);
 		std::vector<PageRange> in_use = booted_.runs;
+		in_use.insert(in_use.end(), booted_zero_.runs.begin(), booted_zero_.runs.end());
 		auto add = [&](uint32_t region) {
 			const Region& r = regions_[region];
 			in_use.insert(in_use.end(), r.runs.begin(), r.runs.end());
@@ -322,6 +325,7 @@ private:
 	static constexpr uint32_t kBootedGuestRegion = 0xffff; // not one of the generator's
 	std::vector<Region> regions_;
 	Region booted_;
+	Region booted_zero_; // held, never written
 	std::vector<uint64_t> page_;
 	WorkloadStats stats_;
 
@@ -370,6 +374,8 @@ WorkloadConfig workload_for_ram(WorkloadKind kind, uint64_t ram_bytes)
 	auto clamp = [](uint64_t& bytes, uint64_t most) { bytes = std::min(bytes, most / kPage * kPage); };
 	config.booted_guest_bytes = kBootedTestGuestBytes;
 	clamp(config.booted_guest_bytes, ram_bytes / 16);
+	config.booted_guest_zero_bytes = kBootedTestGuestZeroBytes;
+	clamp(config.booted_guest_zero_bytes, ram_bytes / 64);
 	clamp(p.working_set_bytes, ram_bytes / 8);
 	const uint64_t busy = p.hot_bytes + p.cache_bytes + p.live_bytes;
 	if (busy > ram_bytes / 4) {
