@@ -2,6 +2,7 @@
 #include "buddy_allocator.h"
 
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -69,6 +70,24 @@ void BuddyAllocator::shuffle_free_lists(uint64_t seed)
 			heads.push_back(index);
 		std::shuffle(heads.begin(), heads.end(), random);
 		// Relinked in place: the blocks stay free and keep their reported marks.
+		uint32_t prev = kNone;
+		free_heads_[order] = heads.empty() ? kNone : heads.front();
+		for (size_t i = 0; i < heads.size(); i++) {
+			frames_[heads[i]].prev = prev;
+			frames_[heads[i]].next = i + 1 < heads.size() ? heads[i + 1] : kNone;
+			prev = heads[i];
+		}
+	}
+}
+
+void BuddyAllocator::order_free_lists_top_first()
+{
+	std::lock_guard lock(mutex_);
+	for (unsigned order = 0; order <= kMaxOrder; order++) {
+		std::vector<uint32_t> heads;
+		for (uint32_t index = free_heads_[order]; index != kNone; index = frames_[index].next)
+			heads.push_back(index);
+		std::sort(heads.begin(), heads.end(), std::greater<uint32_t>());
 		uint32_t prev = kNone;
 		free_heads_[order] = heads.empty() ? kNone : heads.front();
 		for (size_t i = 0; i < heads.size(); i++) {

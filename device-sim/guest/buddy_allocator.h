@@ -40,6 +40,10 @@ public:
 	// free memory at boot): allocations then come from anywhere in RAM instead of from one
 	// end, and so does the free memory left behind.
 	void shuffle_free_lists(uint64_t seed);
+	// Orders every free list from the top of RAM down, as Linux before 5.10 left a booted
+	// guest's (boot memory freed to the lists' head in address order): allocations then
+	// come from the top and the untouched memory lies at the bottom.
+	void order_free_lists_top_first();
 	// A naturally aligned block of 2^order free frames, now used; nothing when none is free.
 	std::optional<uint64_t> allocate(unsigned order);
 	// Returns used frames to the free lists, merging buddies. Refuses (and changes

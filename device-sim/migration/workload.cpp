@@ -51,6 +51,7 @@ public:
 	}
 
 	void shuffle_free_memory(uint64_t seed) override { allocator_.shuffle_free_lists(seed); }
+	void order_free_memory_top_first() override { allocator_.order_free_lists_top_first(); }
 
 	void free(const std::vector<PageRange>& runs) override
 	{
@@ -115,6 +116,8 @@ public:
 
 	void prepare() override
 	{
+		if (config_.pre_5_10_free_order)
+			memory_.order_free_memory_top_first();
 		if (config_.shuffle_free_list)
 			memory_.shuffle_free_memory(config_.params.seed);
 		if (config_.booted_guest_bytes != 0) {

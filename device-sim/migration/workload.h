@@ -48,6 +48,8 @@ public:
 	virtual void free(const std::vector<PageRange>& runs) = 0;
 	// Shuffles the guest's free lists (page_alloc.shuffle=1).
 	virtual void shuffle_free_memory(uint64_t seed) = 0;
+	// Orders them top of RAM first, as a guest kernel before 5.10 boots.
+	virtual void order_free_memory_top_first() = 0;
 };
 
 // GuestUserMemory over a buddy allocator (the simulated guest's own, or a bare one in tests).
@@ -76,6 +78,10 @@ struct WorkloadConfig {
 	// a hint that lands after the bulk pass started saves only what lies ahead of it.
 	// Off by default, as on Debian 12's kernel without that parameter.
 	bool shuffle_free_list = false;
+	// The guest's kernel predates Linux 5.10 (the seeds' 2018 guests): its free memory is
+	// taken from the top of RAM down, the untouched memory lies at the bottom, where the
+	// bulk pass starts. Off: Linux 6.1's order, from the bottom up.
+	bool pre_5_10_free_order = false;
 	// What the booted guest itself holds before any workload runs (kernel image, its page
 	// structures, the unpacked initramfs, slab, the shell): written once before the
 	// workload's own memory and held. Not the generator's: the real guest has it already

@@ -62,6 +62,17 @@ TEST(BuddyAllocator, AFreshAllocatorHandsOutTheLowestFramesFirstAsABootedLinux)
 	EXPECT_EQ(allocator.check_consistency(), "");
 }
 
+TEST(BuddyAllocator, APre510GuestsOrderHandsOutTheTopFirst)
+{
+	BuddyAllocator allocator(0, 4 * 1024);
+	allocator.order_free_lists_top_first();
+	auto big = allocator.allocate(BuddyAllocator::kMaxOrder);
+	ASSERT_TRUE(big);
+	EXPECT_EQ(*big, 3u * 1024) << "the highest 4 MiB block";
+	EXPECT_EQ(allocator.state(0), BuddyAllocator::FrameState::kFree) << "the bottom is untouched";
+	EXPECT_EQ(allocator.check_consistency(), "");
+}
+
 TEST(BuddyAllocator, RefusesDoubleFreesAndFreesOfBalloonPages)
 {
 	BuddyAllocator allocator(0, 64);
