@@ -129,7 +129,8 @@ TEST(FreePageHintSystem, AGuestWithLinuxsWatermarkKeepsItsMinFreePagesOutOfTheHi
 	EXPECT_EQ(held + left, free_before);
 	EXPECT_GE(left, watermark) << "the hints took memory below the watermark";
 	EXPECT_LT(left, watermark + kBlockPages) << "a block above the watermark was not hinted";
-	EXPECT_EQ(held % kBlockPages, 0u);
+	// Not a whole number of 4 MiB blocks: once they run out the round goes on with smaller
+	// ones, and the watermark refuses those too.
 	m.finish();
 	EXPECT_EQ(m.machine.guest.allocator().counts().free, free_before);
 	EXPECT_EQ(m.machine.guest.check_accounting(), "");
