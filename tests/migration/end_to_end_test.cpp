@@ -13,6 +13,7 @@
 #include "migration/host_profile.h"
 #include "migration/migration.h"
 #include "migration/workload.h"
+#include "small_workload.h"
 
 namespace vbsim::migration
 {
@@ -59,18 +60,7 @@ MigrationConfig ideal_host()
 
 WorkloadConfig small(WorkloadKind kind)
 {
-	WorkloadConfig c;
-	c.kind = kind;
-	c.params.working_set_bytes = 4ull << 20;
-	c.params.live_bytes = 4ull << 20;
-	c.params.arena_bytes = 256ull << 10;
-	c.params.churn_bytes_per_second = 100.0 * (1 << 20);
-	c.params.hot_bytes = 1ull << 20;
-	c.params.hot_bytes_per_second = 32.0 * (1 << 20);
-	c.params.cache_bytes = 1ull << 20;
-	c.params.cache_bytes_per_second = 4.0 * (1 << 20);
-	c.params.warmup_ms = 100;
-	return c;
+	return testing::small_workload(kind, 100.0);
 }
 
 TEST(MigrationEndToEnd, DriverHintsThroughTheDeviceSkipFreedPages)

@@ -11,6 +11,7 @@
 #include "migration/migration.h"
 #include "migration/workload.h"
 #include "small_machine.h"
+#include "small_workload.h"
 
 namespace vbsim::migration
 {
@@ -23,18 +24,7 @@ constexpr uint64_t kRam = 48ull << 20;
 
 WorkloadConfig small_workload(WorkloadKind kind)
 {
-	WorkloadConfig config;
-	config.kind = kind;
-	config.params.working_set_bytes = 4ull << 20;
-	config.params.live_bytes = 4ull << 20;
-	config.params.arena_bytes = 256ull << 10;
-	config.params.churn_bytes_per_second = 200.0 * (1 << 20);
-	config.params.hot_bytes = 1ull << 20;
-	config.params.hot_bytes_per_second = 32.0 * (1 << 20);
-	config.params.cache_bytes = 1ull << 20;
-	config.params.cache_bytes_per_second = 4.0 * (1 << 20);
-	config.params.warmup_ms = 100;
-	return config;
+	return testing::small_workload(kind, 200.0);
 }
 
 // Most tests here are about the engine's mechanics, on the `ideal` host (hints clear pages
