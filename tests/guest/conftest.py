@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 
 import pytest
 
@@ -106,34 +105,16 @@ class VMHolder:
         if self.vm is None:
             self.boots += 1
             name = f"{self.dut.label}-{self.kind}" + (f"-{self.boots}" if self.boots > 1 else "")
-            vm = self._boot(name)
+            vm = GuestVM(self.dut.image, name=name, ram_mib=GUEST_RAM_MIB,
+                         balloon_props=self.balloon_props, **self.vm_kwargs)
+            try:
+                vm.start()
+            except GuestError as e:
+                self.boot_error = f"the {name} guest did not boot: {e}"
             if self.boot_error:
                 fail(self.boot_error)
             self.vm = vm
         return self.vm
-
-    def _boot(self, name: str) -> GuestVM | None:
-        # No driver under test is loaded before /init is up (reset_guest loads it), so a
-        # guest that dies before then failed in its own kernel: Debian's 6.12 under TCG
-        # now and then oopses on an int3 of its boot-time code patching. Such a boot is
-        # tried once more, and said so; a second failure fails the tests.
-        first = None
-        for attempt in (1, 2):
-            vm = GuestVM(self.dut.image, name=name if attempt == 1 else f"{name}-reboot",
-                         ram_mib=GUEST_RAM_MIB, balloon_props=self.balloon_props,
-                         **self.vm_kwargs)
-            try:
-                return vm.start()
-            except GuestError as e:
-                if first is not None:
-                    self.boot_error = (f"the {name} guest did not boot, twice: {first}\n"
-                                       f"and again: {e}")
-                    return None
-                first = e
-                print(f"\n[{name}] the guest died before /init, before any driver was "
-                      f"loaded; booting it once more. {str(e).splitlines()[0]}",
-                      file=sys.stderr)
-        return None
 
     def close(self):
         if self.vm is not None:
