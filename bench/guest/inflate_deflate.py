@@ -413,7 +413,7 @@ def main(argv=None) -> int:
 
     config = {
         "guest_ram_mib": args.ram_mib, "balloon_mib": args.size_mib,
-        "guest_smp": 2, "accel": "tcg", "kernel": kver, "kernel_cmdline": cmdline,
+        "guest_smp": 2, "accel": guestvm.TCG_ACCEL, "kernel": kver, "kernel_cmdline": cmdline,
         "init_on_alloc": 0 if "init_on_alloc=0" in cmdline.split() else "default (on)",
         "qemu": qemu_version(), "reps": args.reps, "warmup": args.warmup,
         "order": "interleaved, first variant rotated each rep",

@@ -128,6 +128,14 @@ def _set_pdeathsig():
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+# One host thread runs every vCPU, in turn. With QEMU 7.2's default multi-threaded TCG, a
+# vCPU can go on running code another vCPU has just patched, so the kernel's live code
+# patching (static keys, alternatives) breaks: Debian's 6.12 oopses on a stale int3 in
+# patched code (at boot, and whenever a static key flips later, e.g. crng init), and 6.1
+# stalls. tests/guest/test_harness.py flips a hot static key in a loop to show it.
+TCG_ACCEL = "tcg,thread=single"
+
+
 class GuestVM:
     def __init__(self, img: guest_image.GuestImage, *, name: str = "guest", ram_mib: int = 2048,
                  smp: int = 2, balloon_props: dict | None = None, append: str = "",
@@ -174,7 +182,7 @@ class GuestVM:
         iothread = self.balloon_props.get("iothread")
         objects = ["-object", f"iothread,id={iothread}"] if iothread else []
         return [
-            QEMU, *objects, "-machine", "q35", "-accel", "tcg", "-m", f"{self.ram_mib}M",
+            QEMU, *objects, "-machine", "q35", "-accel", TCG_ACCEL, "-m", f"{self.ram_mib}M",
             "-smp", str(self.smp), "-nodefaults", "-no-user-config", "-display", "none",
             "-no-reboot", "-kernel", self.img.vmlinux, "-initrd", self.img.initramfs,
             "-append", self.append,

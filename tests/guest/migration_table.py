@@ -9,6 +9,8 @@ import platform
 import subprocess
 import time
 
+import guestvm
+
 COLUMNS = (("driver", "driver", "{}"), ("init_on_alloc", "init_on_alloc", "{}"),
            ("mode", "mode", "{}"), ("sent MiB", "transferred_mib", "{:.1f}"),
            ("normal pages", "normal_pages", "{}"), ("zero pages", "duplicate_pages", "{}"),
@@ -51,7 +53,7 @@ def _qemu_version() -> str:
 
 def write_json(rows: list[dict], path: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    doc = {"how": {"qemu": _qemu_version(), "accel": "tcg", "guest_ram_mib": 2048,
+    doc = {"how": {"qemu": _qemu_version(), "accel": guestvm.TCG_ACCEL, "guest_ram_mib": 2048,
                    "workload": "1 GiB of non-zero data written to tmpfs and deleted",
                    "migration": "exec:cat > /dev/null, max-bandwidth unlimited",
                    "host": platform.node(), "load_average": os.getloadavg(),

@@ -192,7 +192,7 @@ def test_calibration(vballoon_image, workload, strategy, props):
 def _write_json() -> None:
     path = json_path()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    doc = {"how": {"qemu": _qemu_version(), "accel": "tcg", "guest_ram_mib": GUEST_RAM_MIB,
+    doc = {"how": {"qemu": _qemu_version(), "accel": guestvm.TCG_ACCEL, "guest_ram_mib": GUEST_RAM_MIB,
                    "smp": 2, "driver": "vballoon", "boot": "init_on_alloc=0",
                    "migration": f"{MIGRATE_URI}, max-bandwidth unlimited ({UNLIMITED}) "
                                 f"or 1 Gbit/s ({GBIT}), QEMU 7.2 defaults otherwise "
