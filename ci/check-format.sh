@@ -40,7 +40,10 @@ if ! command -v "$binary" >/dev/null || ! command -v "$formatdiff" >/dev/null; t
 	exit 2
 fi
 
-from=$(git merge-base "$base" HEAD)
+if ! from=$(git merge-base "$base" HEAD); then
+	echo "check-format: $base and HEAD have no common ancestor" >&2
+	exit 2
+fi
 since="since $base ($(git rev-parse --short "$from"))"
 set -- '*.c' '*.h' '*.cpp' '*.cc' '*.hpp'
 files=$(git diff -M --name-only --diff-filter=d "$from" -- "$@")
