@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Install every Debian 12 package the project needs: the userspace build (CMake, GoogleTest,
-# Google Benchmark, CLI11, nlohmann-json, fmt), the fuzzers (clang + its runtime), the kernel
+# Google Benchmark, CLI11, nlohmann-json, fmt), the fuzzers (clang + its runtime), the format
+# check of changed lines (clang-format 14 with clang-format-diff, ci/check-format.sh), the kernel
 # module build (linux-headers-amd64, g++-12), the QEMU guest suite (qemu-system-x86,
 # busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest), the plot of
 # `vballoon-sim compare` (python3-matplotlib), and DKMS packaging (dkms, ci/dkms-build.sh);
@@ -39,6 +40,7 @@ zstd
 pahole
 clang
 libclang-rt-14-dev
+clang-format
 "
 
 kernel_6_12() {

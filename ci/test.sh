@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Every test: installs what it needs, then
+#   0. the layout of the C and C++ lines changed since $BASE (default origin/main; with
+#      neither, nothing is checked and it says so): ci/check-format.sh, .clang-format
 #   1. the userspace build and its GoogleTest suites (ctest), plain
 #   2. the same suites under ASan + UBSan
 #   3. the same suites under ThreadSanitizer (device thread, guest worker, eventfds)
@@ -24,6 +26,9 @@ step() { printf '\n==== %s\n' "$*"; }
 
 step "install dependencies"
 ci/install-deps.sh
+
+step "format of the changed C and C++ lines (.clang-format)"
+ci/check-format.sh
 
 step "userspace build and tests (plain)"
 ci/build.sh plain

@@ -7,7 +7,8 @@
 // Marking methods:
 //   plain     non-atomic OR (loses bits with two writers: the floor, not an option)
 //   atomic    one atomic fetch_or per page (the baseline every writer can use)
-//   batched   seed 002's shape: a 32-entry cache of (word, mask) searched linearly,
+//   batched   the vhost dirty-log thread's shape (DPDK, 2018; docs/references.md): a
+//             32-entry cache of (word, mask) searched linearly,
 //             one atomic OR per cached word on flush
 //   adaptive  DirtyMarker: a one-word cache that steps aside when writes have no locality
 //   range     DirtyLog::mark_range over a whole run (one atomic OR per word)
@@ -51,7 +52,8 @@ std::vector<uint64_t> make_pages(Pattern pattern)
 	return pages;
 }
 
-// Seed 002's cache: up to 32 (word, mask) entries, searched linearly on every mark.
+// The vhost dirty-log thread's cache: up to 32 (word, mask) entries, searched linearly on
+// every mark.
 class SearchedCache
 {
 public:

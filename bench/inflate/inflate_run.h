@@ -26,7 +26,7 @@ struct BenchConfig {
 	unsigned populate_threads = 1;
 	// Host page size the device tracks (BalloonDeviceOptions::host_page_bytes): 4 KiB
 	// discards what each request names, as QEMU and Firecracker do on THP; 2 MiB waits for
-	// whole huge pages (issue point 3).
+	// whole huge pages.
 	uint64_t host_page_bytes = 4096;
 	// Keep the guest's worker on CPU 0 and the device thread on CPU 1 (--pin-threads): a
 	// guest's vCPU and the host's device thread on CPUs of their own, as in a VM. Left to

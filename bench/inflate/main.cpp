@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// vballoon-bench-inflate: the seed-004 experiment in the simulator. An 8 GiB guest with its
-// RAM resident inflates 7 GiB and deflates back, once per mode (modes.h) and repetition,
-// next to the machine's limit; prints how it ran, the tables and the ratios, and the JSON.
+// vballoon-bench-inflate: the VIRTIO_BALLOON_F_SG thread's experiment (virtio-dev, July 2017;
+// docs/references.md) in the simulator. An 8 GiB guest with its RAM resident inflates 7 GiB
+// and deflates back, once per mode (modes.h) and repetition, next to the machine's limit;
+// prints how it ran, the tables and the ratios, and the JSON.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <fmt/format.h>
@@ -110,7 +111,7 @@ int main(int argc, char** argv)
 	bool pin_threads = false;
 
 	CLI::App app{"Inflate a simulated guest's balloon in every mode side by side, next to the "
-		     "machine's limit (seed 004)."};
+		     "machine's limit (the 2017 VIRTIO_BALLOON_F_SG experiment)."};
 	app.add_option("--ram-gib", ram_gib, "Guest RAM in GiB (a multiple of 2 MiB)")
 		->capture_default_str();
 	app.add_option("--balloon-gib", balloon_gib,

@@ -7,10 +7,10 @@
 //                 request's runs into one madvise per run (Firecracker's way)
 //   chunked       VB_F_X_CHUNKED: one descriptor per run of 2 MiB blocks, one madvise per
 //                 descriptor
-// each as is, with the guest zeroing ballooned pages (`+guest-zero`: the 2017 kernel of
-// seed 004, plus init_on_free when they come back) and with the host promising zeroed pages
-// (`+host-init`: VB_F_X_INIT_ON_INFLATE, the guest skips its zeroing). And `limit`: one
-// madvise(MADV_DONTNEED) over the same populated range, what this machine allows at best.
+// each as is, with the guest zeroing ballooned pages (`+guest-zero`: the 2017 kernel of the
+// VIRTIO_BALLOON_F_SG thread, docs/references.md, plus init_on_free when they come back) and
+// with the host promising zeroed pages (`+host-init`: VB_F_X_INIT_ON_INFLATE, the guest skips
+// its zeroing). And `limit`: one madvise(MADV_DONTNEED) over the same populated range, what this machine allows at best.
 #ifndef VBALLOON_BENCH_INFLATE_MODES_H
 #define VBALLOON_BENCH_INFLATE_MODES_H
 

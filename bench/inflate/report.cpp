@@ -14,12 +14,13 @@ namespace vbbench
 namespace
 {
 
-// Seed 004 (virtio-dev, July 2017): inflating 7 GiB of an 8 GiB idle guest.
+// The VIRTIO_BALLOON_F_SG thread (virtio-dev, July 2017; docs/references.md): inflating
+// 7 GiB of an 8 GiB idle guest.
 constexpr double kSeedPfnMs = 4126;
 constexpr double kSeedSgMs = 491;
 constexpr double kSeedSgGuestZeroMs = 2800;
-// The issues' goals for this benchmark, printed beside the measured ratios (never checked):
-// at least 20x pfn-per-page (the first), within 1.2x of the limit (issue 10; was 1.5x).
+// The goals for this benchmark, printed beside the measured ratios (never checked): at
+// least 20x pfn-per-page, within 1.2x of the limit.
 constexpr double kGoalSpeedupOverPfn = 20;
 constexpr double kGoalTimesLimit = 1.2;
 
@@ -304,11 +305,11 @@ void append_comparisons(std::string& out, const Report& report)
 	out += "\ncomparisons (inflate; measured in this run, median and in brackets min):\n";
 	if (pfn && chunked)
 		out += fmt::format("  chunked vs pfn-per-page: {:.1f}x faster ({:.1f}x)   "
-				   "issue goal: at least {:.0f}x\n",
+				   "goal: at least {:.0f}x\n",
 				   median(*pfn) / median(*chunked), min(*pfn) / min(*chunked),
 				   kGoalSpeedupOverPfn);
 	if (chunked && limit)
-		out += fmt::format("  chunked vs limit: {:.2f}x the limit ({:.2f}x)   issue goal: "
+		out += fmt::format("  chunked vs limit: {:.2f}x the limit ({:.2f}x)   goal: "
 				   "within {:.1f}x\n",
 				   median(*chunked) / median(*limit), min(*chunked) / min(*limit),
 				   kGoalTimesLimit);
@@ -318,10 +319,10 @@ void append_comparisons(std::string& out, const Report& report)
 			"\n",
 			median(*chunked_zero) / median(*chunked_host),
 			min(*chunked_zero) / min(*chunked_host));
-	out += fmt::format(
-		"  seed 004 (2017 hardware): PFN arrays {:.0f} ms, scatter-gather {:.0f} ms "
-		"({:.1f}x), scatter-gather with guest zeroing {:.0f} ms\n",
-		kSeedPfnMs, kSeedSgMs, kSeedPfnMs / kSeedSgMs, kSeedSgGuestZeroMs);
+	out += fmt::format("  VIRTIO_BALLOON_F_SG thread (2017 hardware): PFN arrays {:.0f} ms, "
+			   "scatter-gather {:.0f} ms ({:.1f}x), scatter-gather with guest zeroing "
+			   "{:.0f} ms\n",
+			   kSeedPfnMs, kSeedSgMs, kSeedPfnMs / kSeedSgMs, kSeedSgGuestZeroMs);
 	if (pfn && chunked) {
 		std::string here = fmt::format("  here: pfn-per-page {:.0f} ms, chunked {:.0f} ms "
 					       "({:.1f}x)",
@@ -342,7 +343,8 @@ std::string header_text(const Report& report)
 	const MachineInfo& machine = report.machine;
 	std::string out;
 	out += fmt::format(
-		"vballoon-bench-inflate: seed 004 in the simulator: inflate {} of a guest "
+		"vballoon-bench-inflate: the 2017 VIRTIO_BALLOON_F_SG experiment in the simulator: "
+		"inflate {} of a guest "
 		"with {} of RAM, all of it resident\n",
 		gib(config.balloon_bytes), gib(config.ram_bytes));
 	out += fmt::format("guest:    {} RAM ({} pages), balloon target {} ({} pages), device "

@@ -191,10 +191,10 @@ std::string sweep_text(const SweepResult& result)
 	}
 	if (chunked && first_chunked) {
 		out += fmt::format("chunked cost per GiB: highest over lowest {:.2f} across sizes "
-				   "(issue goal: flat within 10%)",
+				   "(goal: flat within 10%)",
 				   chunked_high / chunked_low);
 		if (limit)
-			out += fmt::format("; x limit at worst {:.2f}x (issue goal: within 1.2x at "
+			out += fmt::format("; x limit at worst {:.2f}x (goal: within 1.2x at "
 					   "every size)",
 					   worst_times_limit);
 		out += "\n";

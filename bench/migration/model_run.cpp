@@ -109,7 +109,8 @@ int main(int argc, char** argv)
 	app.add_option("--ram-mib", options.ram_mib, "guest RAM in MiB");
 	app.add_option("--workload", options.workloads, "fresh, freed, busy");
 	app.add_option("--strategy", options.strategies, "default: all");
-	app.add_option("--link-gbit", options.link_gbit, "link in Gbit/s (default: unlimited, the seeds' 100G)");
+	app.add_option("--link-gbit", options.link_gbit,
+		       "link in Gbit/s (default: unlimited, as the 2018 hinting threads' 100G)");
 	app.add_option("--threads", options.threads, "sender threads");
 	app.add_flag("--legacy-zero", options.legacy_zero, "zero detection in one thread (QEMU < 9.0)");
 	app.add_flag("--hot-zero-page", options.hot_zero_page,
@@ -132,12 +133,15 @@ int main(int argc, char** argv)
 	if (strategies.empty())
 		strategies.assign(all_strategies().begin(), all_strategies().end());
 
-	fmt::print("guest {} MiB, {} sender threads, zero check {} ({}), untouched pages {}, working set {} MiB, "
+	fmt::print("guest {} MiB, {} sender threads, zero check {} ({}), untouched pages {}, "
+		   "working set {} MiB, "
 		   "link {}\n",
 		   options.ram_mib, options.threads, zero_check_kind(),
 		   options.legacy_zero ? "legacy: one thread" : "multifd",
-		   options.hot_zero_page ? "from a hot zero page" : "at memory speed", options.working_set_mib,
-		   options.link_gbit > 0 ? fmt::format("{} Gbit/s", options.link_gbit) : "unlimited (seeds)");
+		   options.hot_zero_page ? "from a hot zero page" : "at memory speed",
+		   options.working_set_mib,
+		   options.link_gbit > 0 ? fmt::format("{} Gbit/s", options.link_gbit)
+					 : "unlimited (as the 2018 hinting threads)");
 	fmt::print("{:<7} {:<19} {:>9} {:>8} {:>9} {:>8} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8}\n", "work", "strategy",
 		   "MiB sent", "pages", "zero", "hinted", "reported", "total ms", "down ms", "hostCPU", "rounds",
 		   "verified");

@@ -54,7 +54,7 @@ BALLOON_TIMEOUT_S = 60.0
 BASE_APPEND = "console=ttyS0 panic=-1 no_timer_check"
 # init_on_alloc=0: Debian's CONFIG_INIT_ON_ALLOC_DEFAULT_ON would zero every page the balloon
 # allocates (10-20x slower inflation under TCG) and every block a free page hint takes (which
-# dirties it again); see docs in /work/shared/docs/qemu-guest.md.  Guests boot with it unless
+# dirties it again).  Guests boot with it unless
 # a test studies exactly that effect (GuestVM(init_on_alloc_off=False)).
 INIT_ON_ALLOC_OFF = "init_on_alloc=0"
 # QEMU 7.2's free-page-hint=on refuses to start without an iothread to poll the hint queue.

@@ -12,7 +12,7 @@ again; test_migration_compare.py measures that effect).
   - hinting: after the same, a migration to `exec:cat > /dev/null` at unlimited bandwidth
     must send at most 0.4 of the bytes of the same migration without hints (the same guest
     in the same state, its driver unloaded), in each of 3 runs; the guest must have handed
-    the freed memory over and got every block back after QEMU's DONE. The issue's stricter
+    the freed memory over and got every block back after QEMU's DONE. The stricter
     1/5 is a race on QEMU 7.2 that no driver wins every time: test_hint_race.py
     (-m hint_race) measures how often each driver loses it.
 """
@@ -121,7 +121,7 @@ def test_hinting_shrinks_migration(hint_vm, driver, record_property):
     the unhinted migration of the same guest state (free_pages.hinted_migration_run).
 
     Each run must send at most HINT_BYTES_RATIO_MAX of the unhinted bytes. That bound is
-    what vballoon meets every time on QEMU 7.2; the issue's 1/5 it misses in 4 to 8 runs of
+    what vballoon meets every time on QEMU 7.2; the strict 1/5 it misses in 4 to 8 runs of
     10, because of where QEMU applies hints (tests/guest/README.md, "Free page
     hinting is a race"); test_hint_race.py measures that on demand."""
     vm = hint_vm

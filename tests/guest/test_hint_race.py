@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-"""The issue's strict criterion for free page hinting, measured on demand (-m hint_race).
+"""The strict criterion for free page hinting, measured on demand (-m hint_race).
 
 With free-page-hint=on, a migration to `exec:cat > /dev/null` at unlimited bandwidth must
 send at most 1/5 of the bytes of the same migration without hints, in every run. On QEMU
