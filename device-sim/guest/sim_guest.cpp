@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <time.h>
 
+#include <algorithm>
 #include <new>
 #include <sstream>
 #include <stdexcept>
@@ -45,7 +46,23 @@ SimGuest::SimGuest(GuestMemory& memory, Transport& transport, SimGuestOptions op
 	uint64_t first_pfn = options.kernel_bytes / kPageBytes;
 	allocator_ = std::make_unique<BuddyAllocator>(first_pfn, memory.size() / kPageBytes - first_pfn);
 	os_ = std::make_unique<SimOs>(memory, transport, *allocator_, options.free_policy, options.verbose);
+	os_->set_min_free_pages(options.min_free_pages);
 	kernel_next_ = kKernelAreaStart;
+}
+
+uint64_t linux_min_free_pages(uint64_t ram_bytes)
+{
+	const uint64_t kib = ram_bytes >> 10;
+	uint64_t sqrt_rule = 0; // int_sqrt(lowmem_kbytes * 16), kB
+	while ((sqrt_rule + 1) * (sqrt_rule + 1) <= kib * 16)
+		sqrt_rule++;
+	sqrt_rule = std::clamp<uint64_t>(sqrt_rule, 128, 262144);
+	// Zones with memory: DMA and DMA32, and Normal once RAM goes past 4 GiB.
+	const uint64_t zones = ram_bytes > (4ull << 30) ? 3 : 2;
+	const uint64_t pageblock_kib = 2048;
+	uint64_t thp_rule = pageblock_kib * zones * 2 + pageblock_kib * zones * 3 * 3;
+	thp_rule = std::min(thp_rule, kib / 20);
+	return std::max(sqrt_rule, thp_rule) / 4;
 }
 
 SimGuest::~SimGuest()

@@ -53,10 +53,22 @@ struct SimGuestOptions {
 	bool page_reporting = false;
 	unsigned report_order = 9; // pageblock order: 2 MiB
 	std::chrono::milliseconds report_delay{2};
+	// The min watermark: an allocation without reclaim (the balloon's block and free page
+	// hint allocations, as Linux's alloc_pages with __GFP_NORETRY and no reclaim flags) fails
+	// when it would leave fewer free pages than this. 0: no watermark, the driver may take
+	// every free page. linux_min_free_pages() gives what Linux 6.1 keeps.
+	uint64_t min_free_pages = 0;
 	// Device-specific feature bits the driver refuses even when it supports them.
 	uint64_t refused_features = 0;
 	bool verbose = false;
 };
+
+// Linux 6.1's min watermark (min_free_kbytes, summed over zones) on an x86-64 guest of
+// `ram_bytes` with transparent huge pages, as Debian 12 boots: the larger of the
+// int_sqrt(lowmem_kbytes * 16) rule and khugepaged's recommendation (11 pageblocks of 2 MiB
+// per populated zone, at most 5% of RAM), in pages. A 2 GiB guest: 11264 pages (44 MiB;
+// /proc/zoneinfo of the calibration guest: min 86 + 11177).
+uint64_t linux_min_free_pages(uint64_t ram_bytes);
 
 struct UserMemory {
 	std::vector<vb::PageRun> runs;

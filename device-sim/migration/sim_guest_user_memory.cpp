@@ -30,6 +30,7 @@ public:
 	}
 
 	void shuffle_free_memory(uint64_t seed) override { guest_.allocator().shuffle_free_lists(seed); }
+	void order_free_memory_top_first() override { guest_.allocator().order_free_lists_top_first(); }
 
 	void free(const std::vector<PageRange>& runs) override
 	{

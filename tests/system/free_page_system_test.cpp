@@ -112,6 +112,41 @@ TEST(FreePageHintSystem, EveryFreeBlockIsHintedOnceAndDoneGivesEachBack)
 	m.machine.guest.free_user_memory(user);
 }
 
+TEST(FreePageHintSystem, AGuestWithLinuxsWatermarkKeepsItsMinFreePagesOutOfTheHints)
+{
+	// Linux refuses an allocation without reclaim below the min watermark, so a real
+	// guest's hint round leaves that much free memory unhinted (and the host scans it).
+	MachineOptions options = hinting_machine();
+	const uint64_t watermark = 4 * kBlockPages + 100;
+	options.guest.min_free_pages = watermark;
+	HintMachine m(options);
+	const uint64_t free_before = m.machine.guest.allocator().counts().free;
+	ASSERT_GT(free_before, watermark + kBlockPages);
+
+	m.run_round();
+	const uint64_t held = m.machine.guest.core()->hint_held_pages();
+	const uint64_t left = m.machine.guest.allocator().counts().free;
+	EXPECT_EQ(held + left, free_before);
+	EXPECT_GE(left, watermark) << "the hints took memory below the watermark";
+	EXPECT_LT(left, watermark + kBlockPages) << "a block above the watermark was not hinted";
+	// Not a whole number of 4 MiB blocks: once they run out the round goes on with smaller
+	// ones, and the watermark refuses those too.
+	m.finish();
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, free_before);
+	EXPECT_EQ(m.machine.guest.check_accounting(), "");
+}
+
+TEST(FreePageHintSystem, LinuxsMinWatermarkForTheCalibrationGuest)
+{
+	// /proc/zoneinfo of the 2 GiB calibration guest (Debian 12, 6.1): min 86 (DMA) +
+	// 11177 (DMA32); khugepaged's 11 pageblocks per zone set it.
+	EXPECT_EQ(vbsim::linux_min_free_pages(2048ull << 20), 11264u);
+	// Past 4 GiB a third zone (Normal) is populated.
+	EXPECT_EQ(vbsim::linux_min_free_pages(8192ull << 20), 16896u);
+	// A small guest: at most 5% of RAM.
+	EXPECT_EQ(vbsim::linux_min_free_pages(256ull << 20), (256ull << 20) / 20 / 4096);
+}
+
 TEST(FreePageHintSystem, ANewRoundHintsOnlyWhatWasFreedSinceAndHeldBlocksStayHeld)
 {
 	HintMachine m;
