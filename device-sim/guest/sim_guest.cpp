@@ -159,9 +159,9 @@ std::string SimGuest::probe()
 		hint_worker_ = std::thread([this] { hint_worker(); });
 	if (negotiated_features_ & VB_FEATURE(VB_F_PAGE_REPORTING)) {
 		// Reports begin only after DRIVER_OK (the spec lets the driver report from then on).
-		allocator_->set_report_notifier(options_.report_order, [this] { report_request_.signal(); });
+		allocator_->set_report_notifier(options_.report_order, [this] { request_report(); });
 		report_worker_ = std::thread([this] { report_worker(); });
-		report_request_.signal(); // memory free at boot is reportable too
+		request_report(); // memory free at boot is reportable too
 	}
 	return "";
 }
@@ -303,6 +303,9 @@ void SimGuest::report_worker()
 		struct pollfd stop = {stop_.fd(), POLLIN, 0};
 		if (poll(&stop, 1, static_cast<int>(options_.report_delay.count())) > 0)
 			return;
+		// Every request counted before the drain is answered by this pass; one counted
+		// after it has signalled again and gets a pass of its own.
+		const uint64_t requests = report_requests_.load();
 		report_request_.drain();
 		bool more;
 		{
@@ -312,10 +315,22 @@ void SimGuest::report_worker()
 			free_page_cpu_ns_ += thread_cpu_ns() - start;
 		}
 		report_passes_++;
-		note_progress();
 		if (more)
-			report_request_.signal();
+			request_report();
+		report_requests_answered_ = requests;
+		note_progress();
 	}
+}
+
+void SimGuest::request_report()
+{
+	report_requests_++;
+	report_request_.signal();
+}
+
+bool SimGuest::reporting_idle() const
+{
+	return report_requests_answered_.load() == report_requests_.load() && allocator_->isolated_pages() == 0;
 }
 
 bool SimGuest::report_pass()

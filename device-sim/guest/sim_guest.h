@@ -122,6 +122,12 @@ public:
 	// adjust pass, a stats reply, a hint work item, a reporting pass); false on timeout.
 	bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 	uint64_t report_passes() const { return report_passes_; }
+	// Free page reporting has nothing left to do: every pass it was asked for (a free that
+	// formed a block of report_order or more, the boot, a pass that left blocks to the next)
+	// has run and no block is isolated. Free blocks may still be unreported: a block split
+	// off a reported one (an allocation's buddy halves) is not marked and asks for no pass,
+	// as in Linux, until the next such free asks for one.
+	bool reporting_idle() const;
 	const SimGuestOptions& options() const { return options_; }
 	// CPU the guest's threads spent on free page hint work items and reporting passes
 	// (their own thread CPU time, not the time waiting for the device), in ms.
@@ -152,6 +158,7 @@ private:
 	// Reports what the budget allows; true when unreported blocks remain.
 	bool report_pass();
 	void note_progress();
+	void request_report();
 
 	GuestMemory& memory_;
 	Transport& transport_;
@@ -179,6 +186,9 @@ private:
 	std::atomic<uint64_t> oom_notifications_{0};
 	std::atomic<uint64_t> user_pages_{0};
 	std::atomic<uint64_t> report_passes_{0};
+	// Passes asked for (request_report()) and the requests the passes run so far answered.
+	std::atomic<uint64_t> report_requests_{0};
+	std::atomic<uint64_t> report_requests_answered_{0};
 	std::atomic<uint64_t> free_page_cpu_ns_{0};
 	// Shared by each guest thread for the work item it runs, exclusive to pause() until
 	// resume(). Shared, because guest threads run side by side: a hint round waiting on a

@@ -61,8 +61,10 @@ std::unique_ptr<GuestUserMemory> make_allocator_user_memory(GuestMemory& ram,
 std::unique_ptr<GuestUserMemory> make_sim_guest_user_memory(GuestMemory& ram, SimGuest& guest);
 // Free page reporting in the simulated guest waits report_delay (SimGuestOptions: 2 ms of
 // real time, where Linux waits 2 s) before each pass. Instead of modelling Linux's wait, a
-// run waits, before it migrates, until every reportable free block was reported, as the
-// real-QEMU runs (tests/guest) wait for QEMU's RSS to settle. False on timeout.
+// run waits, before it migrates, until the guest's reporting has run every pass it was
+// asked for (SimGuest::reporting_idle(): blocks split off reported ones stay unreported,
+// as in Linux), as the real-QEMU runs (tests/guest) wait for QEMU's RSS to settle. False
+// on timeout.
 bool wait_for_reporting_to_settle(SimGuest& guest, std::chrono::milliseconds timeout);
 
 enum class WorkloadKind : uint8_t { kFresh, kFreed, kBusy };
