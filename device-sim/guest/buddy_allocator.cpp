@@ -2,8 +2,10 @@
 #include "buddy_allocator.h"
 
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 namespace vbsim {
@@ -30,12 +32,19 @@ BuddyAllocator::BuddyAllocator(uint64_t first_pfn, uint64_t frame_count)
 	counts_.managed = frame_count;
 	counts_.used = frame_count;
 	std::lock_guard lock(mutex_);
+	// Linux (5.10 on, Debian 12's 6.1) frees boot memory in address order to the tail of
+	// the free lists (memblock_free_all, __free_pages_core's FPI_TO_TAIL), so a booted
+	// guest takes its memory from the bottom of RAM upward and what it never touches lies
+	// at the top. Pushing the blocks to the list heads from the top down gives that order.
+	std::vector<std::pair<uint64_t, unsigned>> blocks;
 	uint64_t end = first_pfn + frame_count;
 	for (uint64_t pfn = first_pfn; pfn < end;) {
 		unsigned order = largest_fitting_order(pfn, end, kMaxOrder);
-		free_block_locked(static_cast<uint32_t>(pfn - first_pfn), order);
+		blocks.emplace_back(pfn, order);
 		pfn += 1ull << order;
 	}
+	for (auto block = blocks.rbegin(); block != blocks.rend(); ++block)
+		free_block_locked(static_cast<uint32_t>(block->first - first_pfn), block->second);
 }
 
 void BuddyAllocator::push_free(uint32_t index, unsigned order)
@@ -61,6 +70,24 @@ void BuddyAllocator::shuffle_free_lists(uint64_t seed)
 			heads.push_back(index);
 		std::shuffle(heads.begin(), heads.end(), random);
 		// Relinked in place: the blocks stay free and keep their reported marks.
+		uint32_t prev = kNone;
+		free_heads_[order] = heads.empty() ? kNone : heads.front();
+		for (size_t i = 0; i < heads.size(); i++) {
+			frames_[heads[i]].prev = prev;
+			frames_[heads[i]].next = i + 1 < heads.size() ? heads[i + 1] : kNone;
+			prev = heads[i];
+		}
+	}
+}
+
+void BuddyAllocator::order_free_lists_top_first()
+{
+	std::lock_guard lock(mutex_);
+	for (unsigned order = 0; order <= kMaxOrder; order++) {
+		std::vector<uint32_t> heads;
+		for (uint32_t index = free_heads_[order]; index != kNone; index = frames_[index].next)
+			heads.push_back(index);
+		std::sort(heads.begin(), heads.end(), std::greater<uint32_t>());
 		uint32_t prev = kNone;
 		free_heads_[order] = heads.empty() ? kNone : heads.front();
 		for (size_t i = 0; i < heads.size(); i++) {

@@ -32,13 +32,18 @@ public:
 		uint64_t balloon = 0;
 	};
 
-	// Manages frames [first_pfn, first_pfn + frame_count); all start free.
+	// Manages frames [first_pfn, first_pfn + frame_count); all start free, ordered as a
+	// booted Linux orders them: allocations take the lowest free frames first.
 	BuddyAllocator(uint64_t first_pfn, uint64_t frame_count);
 
 	// Puts every free list in a random order (Linux's page_alloc.shuffle=1, which shuffles
 	// free memory at boot): allocations then come from anywhere in RAM instead of from one
 	// end, and so does the free memory left behind.
 	void shuffle_free_lists(uint64_t seed);
+	// Orders every free list from the top of RAM down, as Linux before 5.10 left a booted
+	// guest's (boot memory freed to the lists' head in address order): allocations then
+	// come from the top and the untouched memory lies at the bottom.
+	void order_free_lists_top_first();
 	// A naturally aligned block of 2^order free frames, now used; nothing when none is free.
 	std::optional<uint64_t> allocate(unsigned order);
 	// Returns used frames to the free lists, merging buddies. Refuses (and changes

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <time.h>
 
+#include <algorithm>
 #include <new>
 #include <sstream>
 #include <stdexcept>
@@ -45,7 +46,23 @@ SimGuest::SimGuest(GuestMemory& memory, Transport& transport, SimGuestOptions op
 	uint64_t first_pfn = options.kernel_bytes / kPageBytes;
 	allocator_ = std::make_unique<BuddyAllocator>(first_pfn, memory.size() / kPageBytes - first_pfn);
 	os_ = std::make_unique<SimOs>(memory, transport, *allocator_, options.free_policy, options.verbose);
+	os_->set_min_free_pages(options.min_free_pages);
 	kernel_next_ = kKernelAreaStart;
+}
+
+uint64_t linux_min_free_pages(uint64_t ram_bytes)
+{
+	const uint64_t kib = ram_bytes >> 10;
+	uint64_t sqrt_rule = 0; // int_sqrt(lowmem_kbytes * 16), kB
+	while ((sqrt_rule + 1) * (sqrt_rule + 1) <= kib * 16)
+		sqrt_rule++;
+	sqrt_rule = std::clamp<uint64_t>(sqrt_rule, 128, 262144);
+	// Zones with memory: DMA and DMA32, and Normal once RAM goes past 4 GiB.
+	const uint64_t zones = ram_bytes > (4ull << 30) ? 3 : 2;
+	const uint64_t pageblock_kib = 2048;
+	uint64_t thp_rule = pageblock_kib * zones * 2 + pageblock_kib * zones * 3 * 3;
+	thp_rule = std::min(thp_rule, kib / 20);
+	return std::max(sqrt_rule, thp_rule) / 4;
 }
 
 SimGuest::~SimGuest()
@@ -142,9 +159,9 @@ std::string SimGuest::probe()
 		hint_worker_ = std::thread([this] { hint_worker(); });
 	if (negotiated_features_ & VB_FEATURE(VB_F_PAGE_REPORTING)) {
 		// Reports begin only after DRIVER_OK (the spec lets the driver report from then on).
-		allocator_->set_report_notifier(options_.report_order, [this] { report_request_.signal(); });
+		allocator_->set_report_notifier(options_.report_order, [this] { request_report(); });
 		report_worker_ = std::thread([this] { report_worker(); });
-		report_request_.signal(); // memory free at boot is reportable too
+		request_report(); // memory free at boot is reportable too
 	}
 	return "";
 }
@@ -286,6 +303,9 @@ void SimGuest::report_worker()
 		struct pollfd stop = {stop_.fd(), POLLIN, 0};
 		if (poll(&stop, 1, static_cast<int>(options_.report_delay.count())) > 0)
 			return;
+		// Every request counted before the drain is answered by this pass; one counted
+		// after it has signalled again and gets a pass of its own.
+		const uint64_t requests = report_requests_.load();
 		report_request_.drain();
 		bool more;
 		{
@@ -295,10 +315,22 @@ void SimGuest::report_worker()
 			free_page_cpu_ns_ += thread_cpu_ns() - start;
 		}
 		report_passes_++;
-		note_progress();
 		if (more)
-			report_request_.signal();
+			request_report();
+		report_requests_answered_ = requests;
+		note_progress();
 	}
+}
+
+void SimGuest::request_report()
+{
+	report_requests_++;
+	report_request_.signal();
+}
+
+bool SimGuest::reporting_idle() const
+{
+	return report_requests_answered_.load() == report_requests_.load() && allocator_->isolated_pages() == 0;
 }
 
 bool SimGuest::report_pass()

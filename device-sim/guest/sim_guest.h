@@ -53,10 +53,22 @@ struct SimGuestOptions {
 	bool page_reporting = false;
 	unsigned report_order = 9; // pageblock order: 2 MiB
 	std::chrono::milliseconds report_delay{2};
+	// The min watermark: an allocation without reclaim (the balloon's block and free page
+	// hint allocations, as Linux's alloc_pages with __GFP_NORETRY and no reclaim flags) fails
+	// when it would leave fewer free pages than this. 0: no watermark, the driver may take
+	// every free page. linux_min_free_pages() gives what Linux 6.1 keeps.
+	uint64_t min_free_pages = 0;
 	// Device-specific feature bits the driver refuses even when it supports them.
 	uint64_t refused_features = 0;
 	bool verbose = false;
 };
+
+// Linux 6.1's min watermark (min_free_kbytes, summed over zones) on an x86-64 guest of
+// `ram_bytes` with transparent huge pages, as Debian 12 boots: the larger of the
+// int_sqrt(lowmem_kbytes * 16) rule and khugepaged's recommendation (11 pageblocks of 2 MiB
+// per populated zone, at most 5% of RAM), in pages. A 2 GiB guest: 11264 pages (44 MiB;
+// /proc/zoneinfo of the calibration guest: min 86 + 11177).
+uint64_t linux_min_free_pages(uint64_t ram_bytes);
 
 struct UserMemory {
 	std::vector<vb::PageRun> runs;
@@ -110,6 +122,12 @@ public:
 	// adjust pass, a stats reply, a hint work item, a reporting pass); false on timeout.
 	bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 	uint64_t report_passes() const { return report_passes_; }
+	// Free page reporting has nothing left to do: every pass it was asked for (a free that
+	// formed a block of report_order or more, the boot, a pass that left blocks to the next)
+	// has run and no block is isolated. Free blocks may still be unreported: a block split
+	// off a reported one (an allocation's buddy halves) is not marked and asks for no pass,
+	// as in Linux, until the next such free asks for one.
+	bool reporting_idle() const;
 	const SimGuestOptions& options() const { return options_; }
 	// CPU the guest's threads spent on free page hint work items and reporting passes
 	// (their own thread CPU time, not the time waiting for the device), in ms.
@@ -140,6 +158,7 @@ private:
 	// Reports what the budget allows; true when unreported blocks remain.
 	bool report_pass();
 	void note_progress();
+	void request_report();
 
 	GuestMemory& memory_;
 	Transport& transport_;
@@ -167,6 +186,9 @@ private:
 	std::atomic<uint64_t> oom_notifications_{0};
 	std::atomic<uint64_t> user_pages_{0};
 	std::atomic<uint64_t> report_passes_{0};
+	// Passes asked for (request_report()) and the requests the passes run so far answered.
+	std::atomic<uint64_t> report_requests_{0};
+	std::atomic<uint64_t> report_requests_answered_{0};
 	std::atomic<uint64_t> free_page_cpu_ns_{0};
 	// Shared by each guest thread for the work item it runs, exclusive to pause() until
 	// resume(). Shared, because guest threads run side by side: a hint round waiting on a

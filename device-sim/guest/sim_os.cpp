@@ -57,6 +57,13 @@ static uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start)
 bool SimOs::alloc_pages_no_pressure(unsigned order, vb::PageUse, uint64_t* pfn)
 {
 	auto start = std::chrono::steady_clock::now();
+	// A block (order > 0) is taken without reclaim (vballoon_os.c's VB_OS_GFP_BLOCK): Linux
+	// refuses it below the min watermark. A single page may reclaim, which the simulated
+	// guest has nothing for; it is not held to the watermark.
+	if (order > 0 && min_free_pages_ != 0 && allocator_.counts().free < min_free_pages_ + (1ull << order)) {
+		counters_.alloc_ns += nanoseconds_since(start);
+		return false;
+	}
 	auto block = allocator_.allocate(order);
 	counters_.alloc_ns += nanoseconds_since(start);
 	if (!block)

@@ -53,6 +53,8 @@ public:
 
 	void set_ring(vb::QueueKind kind, unsigned transport_index, std::unique_ptr<DriverRing> ring);
 	void set_host_owns_probe(HostOwnsPage probe) { host_owns_ = std::move(probe); }
+	// See SimGuestOptions::min_free_pages.
+	void set_min_free_pages(uint64_t pages) { min_free_pages_ = pages; }
 	// Makes every blocked queue_wait_used() return nullptr (device going away).
 	void abort_waits();
 
@@ -132,6 +134,7 @@ private:
 	EventFd abort_;
 	std::atomic<bool> aborted_{false};
 	HostOwnsPage host_owns_;
+	uint64_t min_free_pages_ = 0;
 	SimOsCounters counters_;
 };
 

@@ -69,6 +69,12 @@ MachineBuilder& MachineBuilder::free_page_hinting()
 	return offer(VB_FEATURE(VB_F_FREE_PAGE_HINT));
 }
 
+MachineBuilder& MachineBuilder::min_free_pages(uint64_t pages)
+{
+	config_.guest.min_free_pages = pages;
+	return *this;
+}
+
 MachineBuilder& MachineBuilder::page_reporting()
 {
 	config_.guest.page_reporting = true;

@@ -37,6 +37,8 @@ public:
 	// Free page hinting (VIRTIO_BALLOON_F_FREE_PAGE_HINT): the device offers it and the
 	// guest runs the hint work item. Needs a profile that can offer it (qemu-7.2, full...).
 	MachineBuilder& free_page_hinting();
+	// The guest's min watermark (SimGuestOptions::min_free_pages).
+	MachineBuilder& min_free_pages(uint64_t pages);
 	// Free page reporting (VIRTIO_BALLOON_F_PAGE_REPORTING): offered and used.
 	MachineBuilder& page_reporting();
 	MachineBuilder& prepare_memory(std::function<void(GuestMemory&)> prepare);

@@ -51,6 +51,7 @@ public:
 	}
 
 	void shuffle_free_memory(uint64_t seed) override { allocator_.shuffle_free_lists(seed); }
+	void order_free_memory_top_first() override { allocator_.order_free_lists_top_first(); }
 
 	void free(const std::vector<PageRange>& runs) override
 	{
@@ -115,12 +116,16 @@ public:
 
 	void prepare() override
 	{
+		if (config_.pre_5_10_free_order)
+			memory_.order_free_memory_top_first();
 		if (config_.shuffle_free_list)
 			memory_.shuffle_free_memory(config_.params.seed);
 		if (config_.booted_guest_bytes != 0) {
 			booted_.assign(memory_.allocate(config_.booted_guest_bytes / kPage));
 			write_region(booted_, kBootedGuestRegion, 0, count_pages(booted_.runs), 1, VBW_PATH_ANON);
 		}
+		if (config_.booted_guest_zero_bytes != 0)
+			booted_zero_.assign(memory_.allocate(config_.booted_guest_zero_bytes / kPage));
 		vbw_prepare(state_.get());
 		vbw_start(state_.get(), 0);
 		publish_stats();
@@ -189,6 +194,7 @@ public:
 	{
 		std::lock_guard lock(mutex_);
 		std::vector<PageRange> in_use = booted_.runs;
+		in_use.insert(in_use.end(), booted_zero_.runs.begin(), booted_zero_.runs.end());
 		auto add = [&](uint32_t region) {
 			const Region& r = regions_[region];
 			in_use.insert(in_use.end(), r.runs.begin(), r.runs.end());
@@ -322,6 +328,7 @@ private:
 	static constexpr uint32_t kBootedGuestRegion = 0xffff; // not one of the generator's
 	std::vector<Region> regions_;
 	Region booted_;
+	Region booted_zero_; // held, never written
 	std::vector<uint64_t> page_;
 	WorkloadStats stats_;
 
@@ -370,6 +377,8 @@ WorkloadConfig workload_for_ram(WorkloadKind kind, uint64_t ram_bytes)
 	auto clamp = [](uint64_t& bytes, uint64_t most) { bytes = std::min(bytes, most / kPage * kPage); };
 	config.booted_guest_bytes = kBootedTestGuestBytes;
 	clamp(config.booted_guest_bytes, ram_bytes / 16);
+	config.booted_guest_zero_bytes = kBootedTestGuestZeroBytes;
+	clamp(config.booted_guest_zero_bytes, ram_bytes / 64);
 	clamp(p.working_set_bytes, ram_bytes / 8);
 	const uint64_t busy = p.hot_bytes + p.cache_bytes + p.live_bytes;
 	if (busy > ram_bytes / 4) {

@@ -48,6 +48,8 @@ public:
 	virtual void free(const std::vector<PageRange>& runs) = 0;
 	// Shuffles the guest's free lists (page_alloc.shuffle=1).
 	virtual void shuffle_free_memory(uint64_t seed) = 0;
+	// Orders them top of RAM first, as a guest kernel before 5.10 boots.
+	virtual void order_free_memory_top_first() = 0;
 };
 
 // GuestUserMemory over a buddy allocator (the simulated guest's own, or a bare one in tests).
@@ -59,8 +61,10 @@ std::unique_ptr<GuestUserMemory> make_allocator_user_memory(GuestMemory& ram,
 std::unique_ptr<GuestUserMemory> make_sim_guest_user_memory(GuestMemory& ram, SimGuest& guest);
 // Free page reporting in the simulated guest waits report_delay (SimGuestOptions: 2 ms of
 // real time, where Linux waits 2 s) before each pass. Instead of modelling Linux's wait, a
-// run waits, before it migrates, until every reportable free block was reported, as the
-// real-QEMU runs (tests/guest) wait for QEMU's RSS to settle. False on timeout.
+// run waits, before it migrates, until the guest's reporting has run every pass it was
+// asked for (SimGuest::reporting_idle(): blocks split off reported ones stay unreported,
+// as in Linux), as the real-QEMU runs (tests/guest) wait for QEMU's RSS to settle. False
+// on timeout.
 bool wait_for_reporting_to_settle(SimGuest& guest, std::chrono::milliseconds timeout);
 
 enum class WorkloadKind : uint8_t { kFresh, kFreed, kBusy };
@@ -76,18 +80,32 @@ struct WorkloadConfig {
 	// a hint that lands after the bulk pass started saves only what lies ahead of it.
 	// Off by default, as on Debian 12's kernel without that parameter.
 	bool shuffle_free_list = false;
+	// The guest's kernel predates Linux 5.10 (the seeds' 2018 guests): its free memory is
+	// taken from the top of RAM down, the untouched memory lies at the bottom, where the
+	// bulk pass starts. Off: Linux 6.1's order, from the bottom up.
+	bool pre_5_10_free_order = false;
 	// What the booted guest itself holds before any workload runs (kernel image, its page
 	// structures, the unpacked initramfs, slab, the shell): written once before the
 	// workload's own memory and held. Not the generator's: the real guest has it already
 	// (vbwork does not allocate it). 0 here; workload_for_ram() (compare) gives the
 	// calibration guest's, kBootedTestGuestBytes.
 	uint64_t booted_guest_bytes = 0;
+	// What else the booted guest holds that reads as zero (zeroed kernel allocations: hash
+	// tables, page tables, bss): held from the start, never written, so a host scans it as
+	// zero pages and no hint covers it. 0 here; workload_for_ram() gives
+	// kBootedTestGuestZeroBytes.
+	uint64_t booted_guest_zero_bytes = 0;
 };
 
 // Measured on the calibration guest: real QEMU sent 57.7k normal pages for `fresh`, of which
 // vbwork's working set is 32.8k (tests/guest/calibration/qemu-7.2.json), so the booted 2 GiB
 // busybox test guest holds 24.9k pages, 97 MiB. A Debian guest with its daemons holds more.
 inline constexpr uint64_t kBootedTestGuestBytes = 97ull << 20;
+// The same guest before vbwork holds 122 MiB in all: MemTotal - MemFree = 41.4 MiB and the
+// 81 MiB of RAM outside MemTotal (kernel image, struct pages, reserved; 2048 MiB - MemTotal
+// 2014152 kB), read from its /proc/meminfo on 2026-12-01. Less the 97 MiB it writes
+// non-zero and the model's 4 MiB kernel area, 21 MiB of it is zero.
+inline constexpr uint64_t kBootedTestGuestZeroBytes = 21ull << 20;
 
 // The defaults, shrunk for a small guest: the working set at most 1/8 of RAM, the busy
 // footprint (hot set, cache, arenas) at most 1/4; and the booted guest's own memory

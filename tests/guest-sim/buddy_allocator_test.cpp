@@ -3,6 +3,7 @@
 
 #include <random>
 #include <set>
+#include <vector>
 
 #include "buddy_allocator.h"
 
@@ -36,6 +37,39 @@ TEST(BuddyAllocator, BlocksAreNaturallyAlignedAndMergeBack)
 	EXPECT_TRUE(allocator.free_run(*page, 1));
 	EXPECT_TRUE(allocator.free_run(*block, 512));
 	EXPECT_EQ(allocator.free_blocks(BuddyAllocator::kMaxOrder), 2u) << "fully merged again";
+	EXPECT_EQ(allocator.check_consistency(), "");
+}
+
+TEST(BuddyAllocator, AFreshAllocatorHandsOutTheLowestFramesFirstAsABootedLinux)
+{
+	// Linux frees boot memory to the tail of its free lists in address order: a booted
+	// guest's memory comes from the bottom of RAM up, the untouched rest lies at the top.
+	BuddyAllocator allocator(0, 4 * 1024); // four 4 MiB blocks
+	std::vector<uint64_t> pages;
+	for (int i = 0; i < 3; i++) {
+		auto page = allocator.allocate(0);
+		ASSERT_TRUE(page);
+		pages.push_back(*page);
+	}
+	EXPECT_EQ(pages, (std::vector<uint64_t>{0, 1, 2}));
+	auto block = allocator.allocate(9);
+	ASSERT_TRUE(block);
+	EXPECT_EQ(*block, 512u) << "the lowest free 2 MiB block, not one from the top";
+	auto big = allocator.allocate(BuddyAllocator::kMaxOrder);
+	ASSERT_TRUE(big);
+	EXPECT_EQ(*big, 1024u) << "the lowest whole 4 MiB block";
+	EXPECT_EQ(allocator.state(4095), BuddyAllocator::FrameState::kFree) << "the top is untouched";
+	EXPECT_EQ(allocator.check_consistency(), "");
+}
+
+TEST(BuddyAllocator, APre510GuestsOrderHandsOutTheTopFirst)
+{
+	BuddyAllocator allocator(0, 4 * 1024);
+	allocator.order_free_lists_top_first();
+	auto big = allocator.allocate(BuddyAllocator::kMaxOrder);
+	ASSERT_TRUE(big);
+	EXPECT_EQ(*big, 3u * 1024) << "the highest 4 MiB block";
+	EXPECT_EQ(allocator.state(0), BuddyAllocator::FrameState::kFree) << "the bottom is untouched";
 	EXPECT_EQ(allocator.check_consistency(), "");
 }
 

@@ -511,6 +511,29 @@ uint64_t working_set_span_pages(bool shuffle, uint64_t seed)
 	return high - low;
 }
 
+uint64_t pages_in(const std::vector<PageRange>& runs)
+{
+	uint64_t n = 0;
+	for (const PageRange& run : runs)
+		n += run.pages;
+	return n;
+}
+
+// The booted guest's zeroed kernel memory is held (never free, so never hinted) and
+// verified like the rest of what the guest holds.
+TEST(Workload, TheBootedGuestsZeroMemoryIsHeld)
+{
+	auto in_use_pages = [](uint64_t zero_bytes) {
+		testing::SmallMachine m(kRam);
+		WorkloadConfig config = small_workload(WorkloadKind::kFresh);
+		config.booted_guest_zero_bytes = zero_bytes;
+		auto workload = make_workload(config, *m.user_memory);
+		workload->prepare();
+		return pages_in(workload->pages_in_use());
+	};
+	EXPECT_EQ(in_use_pages(1ull << 20), in_use_pages(0) + 256);
+}
+
 // The review's findings on the old busy: it never freed during a migration, wrote each page
 // once and dirtied in real time before the model clock started.
 TEST(Workload, BusyWarmsUpThenFreesAndRewritesWhileMigratingAndStandsStillBefore)

@@ -112,6 +112,55 @@ TEST(FreePageHintSystem, EveryFreeBlockIsHintedOnceAndDoneGivesEachBack)
 	m.machine.guest.free_user_memory(user);
 }
 
+TEST(FreePageHintSystem, AGuestWithLinuxsWatermarkKeepsItsMinFreePagesOutOfTheHints)
+{
+	// Linux refuses an allocation without reclaim below the min watermark, so a real
+	// guest's hint round leaves that much free memory unhinted (and the host scans it).
+	// Once the 4 MiB blocks run out a round goes on with smaller ones, down to 64 KiB and
+	// above a reserve of 1/64 of RAM (256 pages here, below this watermark); the watermark
+	// refuses those too, so the round ends within one smallest block of it.
+	MachineOptions options = hinting_machine();
+	const uint64_t watermark = 4 * kBlockPages + 100;
+	options.guest.min_free_pages = watermark;
+	HintMachine m(options);
+	const uint64_t free_before = m.machine.guest.allocator().counts().free;
+	ASSERT_GT(free_before, watermark + kBlockPages);
+	ASSERT_GT(watermark, m.machine.guest_pages() / vbsim::SimGuest::Core::kHintReserveShare);
+	constexpr uint64_t kSmallestBlockPages = kBlockPages >> vbsim::SimGuest::Core::kHintOrdersBelowLargest;
+
+	const uint32_t id = m.run_round();
+	const uint64_t held = m.machine.guest.core()->hint_held_pages();
+	const uint64_t left = m.machine.guest.allocator().counts().free;
+	EXPECT_EQ(held + left, free_before);
+	EXPECT_EQ(m.recorder.bytes(RecordedEvent::kHinted, id), held * kPageBytes);
+	EXPECT_GE(left, watermark) << "the hints took memory below the watermark";
+	EXPECT_LT(left, watermark + kSmallestBlockPages) << "a block above the watermark was not hinted";
+	// Not a whole number of 4 MiB blocks: the round went on with smaller ones.
+	uint64_t small_blocks = 0;
+	for (const auto& e : m.recorder.events()) {
+		if (e.kind != RecordedEvent::kHinted)
+			continue;
+		EXPECT_GE(e.bytes, kSmallestBlockPages * kPageBytes);
+		EXPECT_LE(e.bytes, kBlockPages * kPageBytes);
+		small_blocks += e.bytes < kBlockPages * kPageBytes;
+	}
+	EXPECT_GT(small_blocks, 0u);
+	m.finish();
+	EXPECT_EQ(m.machine.guest.allocator().counts().free, free_before);
+	EXPECT_EQ(m.machine.guest.check_accounting(), "");
+}
+
+TEST(FreePageHintSystem, LinuxsMinWatermarkForTheCalibrationGuest)
+{
+	// /proc/zoneinfo of the 2 GiB calibration guest (Debian 12, 6.1): min 86 (DMA) +
+	// 11177 (DMA32); khugepaged's 11 pageblocks per zone set it.
+	EXPECT_EQ(vbsim::linux_min_free_pages(2048ull << 20), 11264u);
+	// Past 4 GiB a third zone (Normal) is populated.
+	EXPECT_EQ(vbsim::linux_min_free_pages(8192ull << 20), 16896u);
+	// A small guest: at most 5% of RAM.
+	EXPECT_EQ(vbsim::linux_min_free_pages(256ull << 20), (256ull << 20) / 20 / 4096);
+}
+
 TEST(FreePageHintSystem, ANewRoundHintsOnlyWhatWasFreedSinceAndHeldBlocksStayHeld)
 {
 	HintMachine m;

@@ -44,6 +44,7 @@ struct CompareArguments {
 	std::string untouched = "populated";
 	unsigned repeat = 3;
 	bool shuffle_free_list = false;
+	bool pre_5_10_free_order = false;
 	std::string json_path;
 	std::string csv_path;
 	std::string plot_path;
@@ -204,7 +205,7 @@ int run_compare(const CompareArguments& args)
 					[&progress](const migration::RoundProgress& round) {
 						progress.round_finished(round);
 					},
-					args.shuffle_free_list);
+					args.shuffle_free_list, args.pre_5_10_free_order);
 				if (running)
 					progress.run_finished();
 				workload_rows.insert(workload_rows.end(), runs.begin(), runs.end());
@@ -313,6 +314,10 @@ void add_compare_command(CLI::App& app, int* exit_status)
 		      "The guest boots with its free lists shuffled (Linux page_alloc.shuffle=1): its "
 		      "working set and free memory lie all over RAM, so what a hint landing after the "
 		      "bulk pass started saves depends on where the pass is");
+	cmd->add_flag("--guest-kernel-pre-5.10", args->pre_5_10_free_order,
+		      "The guest's kernel predates Linux 5.10 (the seeds' 2018 guests): it takes free "
+		      "memory from the top of RAM, so its untouched memory lies where the bulk pass "
+		      "starts. Default: Linux 6.1's order (Debian 12), from the bottom up");
 	cmd->add_option("--repeat", args->repeat,
 			"Runs per workload of zero-detect and hint+zero-detect, the pair the summary "
 			"compares (median and min-max; the table shows each strategy's median run); the "

@@ -37,7 +37,8 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 					  const migration::MigrationConfig& base_config,
 					  const std::function<unsigned(migration::Strategy)>& runs_of,
 					  const std::function<void(migration::Strategy, unsigned)>& starting_run,
-					  const migration::ProgressCallback& progress, bool shuffle_free_list)
+					  const migration::ProgressCallback& progress, bool shuffle_free_list,
+					  bool pre_5_10_free_order)
 {
 	std::vector<ComparisonRow> rows;
 	if (strategies.empty())
@@ -77,6 +78,8 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 		// QEMU is the host that migrates; it offers hinting and reporting on request.
 		MachineBuilder builder;
 		builder.ram_bytes(ram_bytes).backing(PageBacking::kTransparentHugePages).profile("qemu-7.2");
+		// Its guest keeps Linux's min watermark: the free pages a hint round cannot take.
+		builder.min_free_pages(linux_min_free_pages(ram_bytes));
 		if (hinting)
 			builder.free_page_hinting();
 		if (reporting)
@@ -91,6 +94,7 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 			migration::make_sim_guest_user_memory(machine->memory, machine->guest);
 		migration::WorkloadConfig workload_config = workload_for(workload, ram_bytes);
 		workload_config.shuffle_free_list = shuffle_free_list;
+		workload_config.pre_5_10_free_order = pre_5_10_free_order;
 		std::unique_ptr<migration::Workload> load = migration::make_workload(workload_config, *user);
 		// One clock from before the workload starts: the workload paces itself by it
 		// throughout, the migrations drive it while they run.

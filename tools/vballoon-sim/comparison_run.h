@@ -34,7 +34,7 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 					  const std::function<unsigned(migration::Strategy)>& runs_of,
 					  const std::function<void(migration::Strategy, unsigned)>& starting_run,
 					  const migration::ProgressCallback& progress,
-					  bool shuffle_free_list = false);
+					  bool shuffle_free_list = false, bool pre_5_10_free_order = false);
 
 } // namespace vbsim
 
