@@ -37,7 +37,7 @@ struct SimGuestOptions {
 	unsigned max_chunk_order = 9;
 	// How the guest initialises pages it gets back (init_on_free, poisoning).
 	FreePagePolicy free_policy;
-	// Also initialise pages as they enter the balloon (the 2017 kernel of seed 004), unless
+	// Also initialise pages as they enter the balloon (the 2017 kernel of the VIRTIO_BALLOON_F_SG thread), unless
 	// the device promises initialised pages. Needs free_policy.initialise.
 	bool zero_on_inflate = false;
 	bool event_idx = true;

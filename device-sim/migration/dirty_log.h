@@ -7,12 +7,12 @@
 // (release), so a harvester that sees the bit also sees the data, and a bit set after the
 // harvester looked stays for the next harvest. A range is marked with one 64-bit OR per
 // bitmap word it covers. Writers that touch many pages one at a time use a DirtyMarker:
-// it gathers bits of one word and ORs them in one go (the batching of seed 002), and
+// it gathers bits of one word and ORs them in one go (the batching of the vhost dirty-log thread), and
 // stops gathering while its writes have no locality, so random writes cost what a plain
 // per-page atomic costs (bench/dirty_log measures all of this).
 //
 // Harvest. Two bitmaps: writers mark the active one; a harvest makes the other one active
-// (one pointer exchange, seed 003) and then collects and clears the retired one, taking
+// (one pointer exchange, the KVM dirty-bitmap thread) and then collects and clears the retired one, taking
 // each non-zero word with an exchange so an OR that lands during the scan is either
 // collected now or left for the next harvest, never overwritten. A writer that loaded the
 // retired pointer just before the swap may set its bit after the scan; that bit stays in

@@ -47,7 +47,7 @@ constexpr uint64_t kChunkPages = kChunkWords * 64;
 constexpr uint64_t kPopulatedZeroPages = (256ull << 20) / 4096;
 
 // Which source pages are backed by memory now. A page that is not reads as zero; on a
-// real host reading it maps the shared zero page, here (docs/machine-limits.md) it would
+// real host reading it maps the shared zero page, here it would
 // allocate a page, so the sender reads a resident zero buffer instead: the same bytes and
 // the same cache behaviour as the host's zero page. With the report strategies the host
 // uses this to skip absent pages, and pays for the mincore calls.

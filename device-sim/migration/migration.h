@@ -79,7 +79,7 @@ enum class ZeroDetectionPlace : uint8_t {
 enum class UntouchedPageReads : uint8_t {
 	// At memory speed, from a zeroed region larger than the caches: a host whose guest RAM
 	// is populated (preallocated, as production hosts with huge pages do, or touched once
-	// by firmware or a zeroing guest; seed 000's page-poison-0 run took as long).
+	// by firmware or a zeroing guest; the free page hinting v34 thread's page-poison-0 run took as long).
 	kPopulatedMemory,
 	// From one cache-hot zero region: a host that maps untouched RAM to the shared
 	// (huge) zero page; the scan then costs the least it can.

@@ -7,7 +7,7 @@
 //    000's idle guest: zero pages cost the source a full scan but few bytes);
 //  - freed: idle after writing most of RAM and freeing it again: the free pages are not
 //    zero, so zero detection cannot help and only hints or reports can;
-//  - busy: fresh plus a compile's memory traffic (seed 001's make -j4): a hot set rewritten,
+//  - busy: fresh plus a compile's memory traffic (the v36 hinting thread's make -j4): a hot set rewritten,
 //    page cache rewritten slowly, arenas allocated, written and freed at random and reused;
 //    warmed up in model time before the migration and paced by the model clock during it.
 // Anonymous memory is written through a DirtyMarker, page cache through GuestMemory's plain
@@ -80,7 +80,7 @@ struct WorkloadConfig {
 	// a hint that lands after the bulk pass started saves only what lies ahead of it.
 	// Off by default, as on Debian 12's kernel without that parameter.
 	bool shuffle_free_list = false;
-	// The guest's kernel predates Linux 5.10 (the seeds' 2018 guests): its free memory is
+	// The guest's kernel predates Linux 5.10 (the 2018 guests of the free page hinting threads): its free memory is
 	// taken from the top of RAM down, the untouched memory lies at the bottom, where the
 	// bulk pass starts. Off: Linux 6.1's order, from the bottom up.
 	bool pre_5_10_free_order = false;

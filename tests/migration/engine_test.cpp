@@ -534,8 +534,8 @@ TEST(Workload, TheBootedGuestsZeroMemoryIsHeld)
 	EXPECT_EQ(in_use_pages(1ull << 20), in_use_pages(0) + 256);
 }
 
-// The review's findings on the old busy: it never freed during a migration, wrote each page
-// once and dirtied in real time before the model clock started.
+// An earlier busy never freed during a migration, wrote each page once and dirtied in real
+// time before the model clock started; this pins the opposite.
 TEST(Workload, BusyWarmsUpThenFreesAndRewritesWhileMigratingAndStandsStillBefore)
 {
 	testing::SmallMachine m(kRam);

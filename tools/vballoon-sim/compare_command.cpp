@@ -315,7 +315,7 @@ void add_compare_command(CLI::App& app, int* exit_status)
 		      "working set and free memory lie all over RAM, so what a hint landing after the "
 		      "bulk pass started saves depends on where the pass is");
 	cmd->add_flag("--guest-kernel-pre-5.10", args->pre_5_10_free_order,
-		      "The guest's kernel predates Linux 5.10 (the seeds' 2018 guests): it takes free "
+		      "The guest's kernel predates Linux 5.10 (the 2018 guests of the free page hinting threads): it takes free "
 		      "memory from the top of RAM, so its untouched memory lies where the bulk pass "
 		      "starts. Default: Linux 6.1's order (Debian 12), from the bottom up");
 	cmd->add_option("--repeat", args->repeat,
