@@ -46,4 +46,22 @@ std::optional<BalloonRejection> read_pfn_array(const GuestMemory& memory,
 	return std::nullopt;
 }
 
+bool PfnRequestReader::read(const DescriptorChain& chain)
+{
+	valid_pfns_.clear();
+	if (const auto reason = read_pfn_array(memory_, chain, max_bytes_, bytes_, pfns_)) {
+		counters_.reject(*reason);
+		return false;
+	}
+	if (pfns_.size() > VB_PFNS_PER_DESCRIPTOR_MAX)
+		counters_.requests_over_peer_cap.fetch_add(1);
+	for (const uint32_t pfn : pfns_) {
+		if (pfn_inside_ram(pfn, memory_.size()))
+			valid_pfns_.push_back(pfn);
+		else
+			counters_.reject(BalloonRejection::kPfnOutsideRam);
+	}
+	return true;
+}
+
 } // namespace vbsim
