@@ -54,7 +54,7 @@ struct Snapshot {
 	static Snapshot take(const vbsim::BalloonDevice& device, const vbsim::SimGuest& guest,
 			     vb_queue_kind queue)
 	{
-		const vbsim::BalloonCounters& host = device.counters();
+		const vbsim::BalloonDeviceCounters& host = device.counters();
 		const vbsim::SimOsCounters& os = guest.os().counters();
 		const vb::BalloonCounters& core = guest.core()->counters();
 		uint64_t rejected = 0;

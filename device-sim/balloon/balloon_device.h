@@ -30,7 +30,7 @@
 #include <memory>
 #include <vector>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "balloon/balloon_profile.h"
 #include "balloon/deflate_queue.h"
 #include "balloon/free_page_events.h"
@@ -149,7 +149,7 @@ public:
 	void release_free_page_queue();
 
 	// ---- Observers -------------------------------------------------------------------
-	const BalloonCounters& counters() const { return counters_; }
+	const BalloonDeviceCounters& counters() const { return counters_; }
 	const FaultCounters& fault_counters() const { return faults_.counters(); }
 	// Transport index of a queue under the features negotiated at the last activation;
 	// -1 when that queue does not exist (or the device was never activated).
@@ -188,7 +188,7 @@ private:
 	uint32_t read_config_field(uint32_t offset) const;
 
 	BalloonDeviceOptions options_;
-	BalloonCounters counters_;
+	BalloonDeviceCounters counters_;
 	HostPageOwnership ownership_;
 	PageDiscarder discarder_;
 	std::unique_ptr<HugePageTracker> huge_pages_; // null with 4 KiB host pages

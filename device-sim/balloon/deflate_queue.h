@@ -18,7 +18,7 @@
 #include <mutex>
 #include <vector>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "balloon/page_runs.h"
 #include "balloon/pfn_array.h"
 #include "vballoon/spec/virtio_balloon.h"
@@ -39,7 +39,7 @@ public:
 	// `huge_pages`: null when guest RAM is backed by 4 KiB host pages.
 	DeflateQueue(const GuestMemory& memory, uint32_t max_pfn_bytes, HostPageOwnership& ownership,
 		     PageDiscarder& discarder, HugePageTracker* huge_pages,
-		     BalloonCounters& counters)
+		     BalloonDeviceCounters& counters)
 	    : reader_(memory, max_pfn_bytes, counters), ownership_(ownership),
 	      discarder_(discarder), huge_pages_(huge_pages), counters_(counters)
 	{
@@ -76,7 +76,7 @@ private:
 	HostPageOwnership& ownership_;
 	PageDiscarder& discarder_;
 	HugePageTracker* huge_pages_;
-	BalloonCounters& counters_;
+	BalloonDeviceCounters& counters_;
 	uint64_t negotiated_ = 0;
 
 	std::vector<PfnRun> chunks_; // VB_F_X_CHUNKED requests

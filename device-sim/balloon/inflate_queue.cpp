@@ -124,7 +124,7 @@ bool InflateQueue::take_and_discard()
 	return done;
 }
 
-uint32_t InflateQueue::report_initialised(const Segment& bitmap, bool discards_done,
+uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, bool discards_done,
 					  uint32_t poison_val)
 {
 	const bool chunked = negotiated(VB_F_X_CHUNKED);

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "balloon/page_runs.h"
 #include "balloon/pfn_array.h"
 #include "vballoon/spec/virtio_balloon.h"
@@ -35,7 +35,7 @@ public:
 	// `huge_pages`: null when guest RAM is backed by 4 KiB host pages.
 	InflateQueue(GuestMemory& memory, uint32_t max_pfn_bytes, HostPageOwnership& ownership,
 		     PageDiscarder& discarder, HugePageTracker* huge_pages,
-		     BalloonCounters& counters)
+		     BalloonDeviceCounters& counters)
 	    : memory_(memory), reader_(memory, max_pfn_bytes, counters), ownership_(ownership),
 	      discarder_(discarder), huge_pages_(huge_pages), counters_(counters)
 	{
@@ -58,14 +58,14 @@ private:
 	bool take_and_discard();
 	// VB_F_X_INIT_ON_INFLATE: which of the request's units (PFNs, or chunks) now read back
 	// as zero or poison_val, written into the driver's bitmap. Returns the bytes written.
-	uint32_t report_initialised(const Segment& bitmap, bool discards_done, uint32_t poison_val);
+	uint32_t report_initialised(const ChainBuffer& bitmap, bool discards_done, uint32_t poison_val);
 
 	GuestMemory& memory_;
 	PfnRequestReader reader_;
 	HostPageOwnership& ownership_;
 	PageDiscarder& discarder_;
 	HugePageTracker* huge_pages_;
-	BalloonCounters& counters_;
+	BalloonDeviceCounters& counters_;
 	uint64_t negotiated_ = 0;
 
 	std::vector<PfnRun> chunks_; // VB_F_X_CHUNKED requests

@@ -32,7 +32,7 @@ std::optional<BalloonRejection> read_pfn_array(const GuestMemory& memory,
 	// One copy out of guest RAM: the driver cannot change a PFN after it was checked.
 	scratch.resize(chain.readable_bytes);
 	uint64_t offset = 0;
-	for (const Segment& segment : chain.readable) {
+	for (const ChainBuffer& segment : chain.readable) {
 		if (!memory.read(segment.phys_addr, scratch.data() + offset, segment.len))
 			throw std::logic_error("read_pfn_array: validated segment outside RAM");
 		offset += segment.len;

@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "vballoon/spec/virtio_balloon.h"
 
 namespace vbsim
@@ -33,7 +33,8 @@ std::optional<BalloonRejection> read_pfn_array(const GuestMemory& memory,
 class PfnRequestReader
 {
 public:
-	PfnRequestReader(const GuestMemory& memory, uint32_t max_bytes, BalloonCounters& counters)
+	PfnRequestReader(const GuestMemory& memory, uint32_t max_bytes,
+			 BalloonDeviceCounters& counters)
 	    : memory_(memory), max_bytes_(max_bytes), counters_(counters)
 	{
 	}
@@ -48,7 +49,7 @@ public:
 private:
 	const GuestMemory& memory_;
 	uint32_t max_bytes_;
-	BalloonCounters& counters_;
+	BalloonDeviceCounters& counters_;
 	std::vector<uint8_t> bytes_;
 	std::vector<uint32_t> pfns_;
 	std::vector<uint64_t> valid_pfns_;

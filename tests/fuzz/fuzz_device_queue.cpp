@@ -49,7 +49,7 @@ using vbsim::DeviceQueue;
 using vbsim::GuestMemory;
 using vbsim::QueueAreas;
 using vbsim::RingLayout;
-using vbsim::Segment;
+using vbsim::ChainBuffer;
 
 constexpr size_t kMaxOps = 512;
 
@@ -126,8 +126,8 @@ constexpr uint64_t kRingRamBytes = 64 * 1024;
 // What the spec (and device-sim/README.md) says a chain must be, checked independently of
 // DeviceQueue: returns the chain's segments, or nothing when the device must refuse it.
 struct ReferenceChain {
-	std::vector<Segment> readable;
-	std::vector<Segment> writable;
+	std::vector<ChainBuffer> readable;
+	std::vector<ChainBuffer> writable;
 };
 
 class ReferenceRing
@@ -217,7 +217,7 @@ private:
 	const bool indirect_;
 };
 
-bool same_segments(const std::vector<Segment>& a, const std::vector<Segment>& b)
+bool same_segments(const std::vector<ChainBuffer>& a, const std::vector<ChainBuffer>& b)
 {
 	if (a.size() != b.size())
 		return false;
@@ -537,13 +537,13 @@ private:
 	{
 		uint64_t readable = 0, writable = 0;
 		// Touch every byte the device was given: a segment outside RAM hits a guard.
-		for (const Segment& segment : chain_.readable) {
+		for (const ChainBuffer& segment : chain_.readable) {
 			FUZZ_CHECK(inside(segment.phys_addr, segment.len, kRingRamBytes),
 				   "segment %#llx+%u outside RAM",
 				   (unsigned long long)segment.phys_addr, segment.len);
 			readable += segment.len;
 		}
-		for (const Segment& segment : chain_.writable) {
+		for (const ChainBuffer& segment : chain_.writable) {
 			FUZZ_CHECK(inside(segment.phys_addr, segment.len, kRingRamBytes),
 				   "segment %#llx+%u outside RAM",
 				   (unsigned long long)segment.phys_addr, segment.len);
@@ -559,7 +559,7 @@ private:
 			   "chain of %zu descriptors on a ring of %u",
 			   chain_.readable.size() + chain_.writable.size(), layout_->size());
 		volatile uint8_t sink = 0;
-		for (const Segment& segment : chain_.readable) {
+		for (const ChainBuffer& segment : chain_.readable) {
 			const uint8_t* p = memory_.translate(segment.phys_addr, segment.len);
 			for (uint32_t i = 0; p && i < segment.len; i += 512)
 				sink = sink + p[i];
@@ -1116,7 +1116,7 @@ private:
 	void check()
 	{
 		check_untouched();
-		const vbsim::BalloonCounters& counters = device_.counters();
+		const vbsim::BalloonDeviceCounters& counters = device_.counters();
 		const uint64_t owned = device_.host_owned_pages();
 		const uint64_t inflated = counters.pages_inflated.load();
 		const uint64_t deflated = counters.pages_deflated.load();

@@ -37,7 +37,7 @@ struct Snapshot {
 
 	static Snapshot take(const BalloonDevice& device, const SimGuest& guest)
 	{
-		const BalloonCounters& c = device.counters();
+		const BalloonDeviceCounters& c = device.counters();
 		return {c.inflate_requests.load(),
 			c.deflate_requests.load(),
 			c.pages_inflated.load(),
