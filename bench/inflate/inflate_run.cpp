@@ -14,6 +14,7 @@
 #include <system_error>
 #include <thread>
 
+#include "machine/inflate_then_deflate.h"
 #include "machine/machine_builder.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -42,67 +43,35 @@ uint64_t resident_mib(const GuestMemory& memory)
 	return memory.resident_bytes(0, memory.size()) >> 20;
 }
 
-// Every counter a phase reports, read at one moment. Counters are cumulative over the
-// machine's life; a phase is the difference of two snapshots.
-struct Snapshot {
-	uint64_t translate_ns, discard_ns, discard_calls, discard_failures, pages_discarded,
-		pages_inflated, pages_deflated, rejected;
-	uint64_t alloc_ns, zero_ns, pages_zeroed, pages_zero_skipped;
-	uint64_t kicks, interrupts, interrupt_ns, chains;
-	uint64_t driver_messages, pages_device_initialised;
-
-	static Snapshot take(const vbsim::BalloonDevice& device, const vbsim::SimGuest& guest,
-			     vb_queue_kind queue)
-	{
-		const vbsim::BalloonCounters& host = device.counters();
-		const vbsim::SimOsCounters& os = guest.os().counters();
-		const vb::BalloonCounters& core = guest.core()->counters();
-		uint64_t rejected = 0;
-		for (const auto& count : host.rejected)
-			rejected += count.load();
-		return {host.translate_ns.load(),
-			host.discard_ns.load(),
-			host.discard_calls.load(),
-			host.discard_failures.load(),
-			host.pages_discarded.load(),
-			host.pages_inflated.load(),
-			host.pages_deflated.load(),
-			rejected,
-			os.alloc_ns.load(),
-			os.guest_init_ns.load(),
-			os.pages_initialised_by_guest.load(),
-			os.pages_skipped_initialising.load(),
-			device.kicks_received(queue),
-			device.interrupts_sent(queue),
-			device.interrupt_ns(queue),
-			device.chains_processed(queue),
-			queue == VB_QUEUE_INFLATE ? core.inflate_messages.get()
-						  : core.deflate_messages.get(),
-			core.pages_device_initialised.get()};
-	}
-};
-
-PhaseSample difference(const Snapshot& before, const Snapshot& after, bool inflate)
+// One direction's counters from the scenario's readings around it: `queue` is the
+// direction's queue (its kicks, interrupts and chains).
+PhaseSample difference(const vbsim::BalloonPhase& phase, vb_queue_kind queue)
 {
-	PhaseSample phase;
-	phase.alloc_ns = after.alloc_ns - before.alloc_ns;
-	phase.translate_ns = after.translate_ns - before.translate_ns;
-	phase.discard_ns = after.discard_ns - before.discard_ns;
-	phase.zero_ns = after.zero_ns - before.zero_ns;
-	phase.kicks = after.kicks - before.kicks;
-	phase.interrupts = after.interrupts - before.interrupts;
-	phase.interrupt_ns = after.interrupt_ns - before.interrupt_ns;
-	phase.chains = after.chains - before.chains;
-	phase.driver_messages = after.driver_messages - before.driver_messages;
-	phase.discard_calls = after.discard_calls - before.discard_calls;
-	phase.pages_discarded = after.pages_discarded - before.pages_discarded;
-	phase.pages_moved = inflate ? after.pages_inflated - before.pages_inflated
-				    : after.pages_deflated - before.pages_deflated;
-	phase.pages_zeroed = after.pages_zeroed - before.pages_zeroed;
-	phase.pages_zero_skipped = after.pages_zero_skipped - before.pages_zero_skipped;
-	phase.pages_device_initialised =
+	const vbsim::MachineCounters& before = phase.before;
+	const vbsim::MachineCounters& after = phase.after;
+	const bool inflate = queue == VB_QUEUE_INFLATE;
+	PhaseSample sample;
+	sample.ms = phase.ms;
+	sample.alloc_ns = after.alloc_ns - before.alloc_ns;
+	sample.translate_ns = after.translate_ns - before.translate_ns;
+	sample.discard_ns = after.discard_ns - before.discard_ns;
+	sample.zero_ns = after.guest_init_ns - before.guest_init_ns;
+	sample.kicks = after.kicks[queue] - before.kicks[queue];
+	sample.interrupts = after.interrupts[queue] - before.interrupts[queue];
+	sample.interrupt_ns = after.interrupt_ns[queue] - before.interrupt_ns[queue];
+	sample.chains = after.chains[queue] - before.chains[queue];
+	sample.driver_messages = inflate ? after.inflate_messages - before.inflate_messages
+					 : after.deflate_messages - before.deflate_messages;
+	sample.discard_calls = after.discard_calls - before.discard_calls;
+	sample.pages_discarded = after.pages_discarded - before.pages_discarded;
+	sample.pages_moved = inflate ? after.pages_inflated - before.pages_inflated
+				     : after.pages_deflated - before.pages_deflated;
+	sample.pages_zeroed = after.pages_initialised_by_guest - before.pages_initialised_by_guest;
+	sample.pages_zero_skipped =
+		after.pages_skipped_initialising - before.pages_skipped_initialising;
+	sample.pages_device_initialised =
 		after.pages_device_initialised - before.pages_device_initialised;
-	return phase;
+	return sample;
 }
 
 // Makes all of guest RAM resident, one slice per thread (faults on a fresh mapping are
@@ -283,66 +252,59 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 	if (mode.zeroing != Zeroing::kNone)
 		builder.guest_zeroes_pages(true);
 	const std::unique_ptr<vbsim::SimMachine> machine = builder.build();
-	GuestMemory& memory = machine->memory;
-	vbsim::BalloonDevice& device = machine->device;
-	vbsim::SimGuest& guest = machine->guest;
-
-	const std::string refused = machine->boot();
-	if (!refused.empty()) {
-		sample.problems.push_back("the driver could not bind: " + refused);
-		return sample;
-	}
-	sample.negotiated_features = guest.negotiated_features();
-	check_negotiated(mode, sample.negotiated_features, sample);
-	if (config.pin_threads && (!guest.run_worker_on_cpu(0) ||
-				   !device.transport().run_device_thread_on_cpu(1))) {
-		sample.problems.push_back("--pin-threads: cannot keep the threads on CPUs 0 and 1");
-		return sample;
-	}
 
 	const uint64_t target = config.balloon_bytes / GuestMemory::kPageBytes;
-	Snapshot before = Snapshot::take(device, guest, VB_QUEUE_INFLATE);
-	auto start = Clock::now();
-	device.set_target_pages(static_cast<uint32_t>(target));
-	auto settled = guest.wait_until_settled(kSettleTimeout);
-	double ms = ms_since(start);
-	sample.inflate = difference(before, Snapshot::take(device, guest, VB_QUEUE_INFLATE), true);
-	sample.inflate.ms = ms;
-	if (!settled || *settled != vb::StepResult::kSettled)
-		sample.problems.push_back("inflate: the driver did not settle at the target");
-	if (device.actual_pages() != target)
-		sample.problems.push_back(fmt::format("inflate: actual is {} pages, not {}",
-						      device.actual_pages(), target));
-	check_inflate(config, mode, target, sample.inflate, sample);
-	sample.huge_mib_after_inflate = anon_huge_mib();
-	sample.resident_mib_after_inflate = resident_mib(memory);
-
-	before = Snapshot::take(device, guest, VB_QUEUE_DEFLATE);
-	start = Clock::now();
-	device.set_target_pages(0);
-	settled = guest.wait_until_settled(kSettleTimeout);
-	ms = ms_since(start);
-	const Snapshot after_deflate = Snapshot::take(device, guest, VB_QUEUE_DEFLATE);
-	sample.deflate = difference(before, after_deflate, false);
-	sample.deflate.ms = ms;
-	if (!settled || *settled != vb::StepResult::kSettled || device.actual_pages() != 0)
-		sample.problems.push_back(fmt::format("deflate: the driver did not settle at 0 "
-						      "(actual {} pages)",
-						      device.actual_pages()));
-	check_deflate(mode, target, sample.inflate, sample.deflate, sample);
-	sample.huge_mib_after_deflate = anon_huge_mib();
-	sample.resident_mib_after_deflate = resident_mib(memory);
-
-	// The machine is fresh, so the cumulative counters cover exactly this run.
-	if (after_deflate.discard_failures)
-		sample.problems.push_back(
-			fmt::format("{} madvise calls failed", after_deflate.discard_failures));
-	if (after_deflate.rejected)
-		sample.problems.push_back(
-			fmt::format("the device rejected {} inputs", after_deflate.rejected));
-	for (std::string& problem : machine->guest_problems())
+	vbsim::InflateThenDeflateHooks hooks;
+	hooks.booted = [&](vbsim::SimMachine& booted) {
+		sample.negotiated_features = booted.guest.negotiated_features();
+		check_negotiated(mode, sample.negotiated_features, sample);
+		if (config.pin_threads && (!booted.guest.run_worker_on_cpu(0) ||
+					   !booted.device.transport().run_device_thread_on_cpu(1))) {
+			sample.problems.push_back(
+				"--pin-threads: cannot keep the threads on CPUs 0 and 1");
+			return false;
+		}
+		return true;
+	};
+	hooks.inflated = [&](vbsim::SimMachine& inflated, const vbsim::BalloonPhase& phase) {
+		sample.inflate = difference(phase, VB_QUEUE_INFLATE);
+		if (!phase.settled || *phase.settled != vb::StepResult::kSettled)
+			sample.problems.push_back("inflate: the driver did not settle at the target");
+		if (inflated.device.actual_pages() != target)
+			sample.problems.push_back(fmt::format("inflate: actual is {} pages, not {}",
+							      inflated.device.actual_pages(), target));
+		check_inflate(config, mode, target, sample.inflate, sample);
+		sample.huge_mib_after_inflate = anon_huge_mib();
+		sample.resident_mib_after_inflate = resident_mib(inflated.memory);
+		return true;
+	};
+	hooks.deflated = [&](vbsim::SimMachine& deflated, const vbsim::BalloonPhase& phase) {
+		sample.deflate = difference(phase, VB_QUEUE_DEFLATE);
+		if (!phase.settled || *phase.settled != vb::StepResult::kSettled ||
+		    deflated.device.actual_pages() != 0)
+			sample.problems.push_back(fmt::format("deflate: the driver did not settle at 0 "
+							      "(actual {} pages)",
+							      deflated.device.actual_pages()));
+		check_deflate(mode, target, sample.inflate, sample.deflate, sample);
+		sample.huge_mib_after_deflate = anon_huge_mib();
+		sample.resident_mib_after_deflate = resident_mib(deflated.memory);
+		// The machine is fresh, so the cumulative counters cover exactly this run.
+		if (phase.after.discard_failures)
+			sample.problems.push_back(
+				fmt::format("{} madvise calls failed", phase.after.discard_failures));
+		if (phase.after.rejected)
+			sample.problems.push_back(
+				fmt::format("the device rejected {} inputs", phase.after.rejected));
+		return true;
+	};
+	vbsim::InflateThenDeflateRun run = vbsim::inflate_then_deflate(
+		*machine, static_cast<uint32_t>(target), kSettleTimeout, hooks);
+	if (!run.refused.empty()) {
+		sample.problems.push_back("the driver could not bind: " + run.refused);
+		return sample;
+	}
+	for (std::string& problem : run.guest_problems)
 		sample.problems.push_back(std::move(problem));
-	guest.remove();
 	return sample;
 }
 

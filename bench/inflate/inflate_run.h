@@ -2,7 +2,8 @@
 //
 // One measured run of one mode: a fresh simulated machine (guest RAM, the host's balloon
 // device on its thread, the guest running the driver core), its RAM populated, the balloon
-// inflated to the target and deflated back to 0, and what every side counted meanwhile.
+// inflated to the target and deflated back to 0 (device-sim/machine/inflate_then_deflate.h,
+// the run `vballoon-sim inflate` makes too), and what every side counted meanwhile.
 // The machine is gone when run_mode() returns: only one guest's RAM exists at a time.
 #ifndef VBALLOON_BENCH_INFLATE_INFLATE_RUN_H
 #define VBALLOON_BENCH_INFLATE_INFLATE_RUN_H

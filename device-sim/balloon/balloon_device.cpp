@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "balloon/balloon_device.h"
 
-#include <chrono>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
 
-#include "balloon/chunk_request.h"
-#include "balloon/pfn_array.h"
 #include "memory/guest_memory.h"
 #include "memory/little_endian.h"
 #include "transport/thread_cpu_time.h"
@@ -73,22 +70,36 @@ std::optional<vb_queue_kind> kind_at(unsigned index, uint64_t features)
 	return std::nullopt;
 }
 
+// The tracker of partly ballooned host pages when they are above 4 KiB, else null. Checks
+// the profile first, so a bad profile is reported before a bad host page size.
+std::unique_ptr<HugePageTracker> huge_page_tracker(const GuestMemory& memory,
+						   const BalloonDeviceOptions& options)
+{
+	check_profile(options.profile);
+	if (options.host_page_bytes % GuestMemory::kPageBytes != 0 || options.host_page_bytes == 0)
+		throw std::invalid_argument("balloon device: host pages are whole 4 KiB multiples");
+	if (options.host_page_bytes == GuestMemory::kPageBytes)
+		return nullptr;
+	return std::make_unique<HugePageTracker>(
+		memory.size() / GuestMemory::kPageBytes,
+		static_cast<uint32_t>(options.host_page_bytes / GuestMemory::kPageBytes));
+}
+
 } // namespace
 
 BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
-    : options_(std::move(options)), memory_(memory),
+    : options_(std::move(options)),
       ownership_(memory.size() / GuestMemory::kPageBytes),
-      discarder_(memory, options_.discard_mode, counters_), stats_(memory, counters_),
-      hint_queue_(memory, counters_), report_queue_(memory, discarder_, ownership_, counters_),
-      faults_(options_.faults),
+      discarder_(memory, options_.discard_mode, counters_),
+      huge_pages_(huge_page_tracker(memory, options_)),
+      inflate_(memory, options_.profile.max_pfn_bytes_per_request, ownership_, discarder_,
+	       huge_pages_.get(), counters_),
+      deflate_(memory, options_.profile.max_pfn_bytes_per_request, ownership_, discarder_,
+	       huge_pages_.get(), counters_),
+      stats_(memory, counters_), hint_queue_(memory, counters_),
+      report_queue_(memory, discarder_, ownership_, counters_), faults_(options_.faults),
       transport_(memory, *this, transport_config(options_))
 {
-	if (options_.host_page_bytes % GuestMemory::kPageBytes != 0 || options_.host_page_bytes == 0)
-		throw std::invalid_argument("balloon device: host pages are whole 4 KiB multiples");
-	if (options_.host_page_bytes > GuestMemory::kPageBytes)
-		huge_pages_ = std::make_unique<HugePageTracker>(
-			memory.size() / GuestMemory::kPageBytes,
-			static_cast<uint32_t>(options_.host_page_bytes / GuestMemory::kPageBytes));
 	transport_.start();
 }
 
@@ -214,8 +225,8 @@ uint32_t BalloonDevice::poison_value() const
 
 void BalloonDevice::reset()
 {
-	held_deflates_.clear();
-	set_held_deflates_count(0);
+	inflate_.reset();
+	deflate_.reset();
 	stats_.forget_buffer();
 	hint_queue_.reset(events_.load());
 	negotiated_ = 0;
@@ -281,6 +292,8 @@ void BalloonDevice::activate(uint64_t negotiated_features)
 {
 	negotiated_ = negotiated_features;
 	last_negotiated_.store(negotiated_features);
+	inflate_.activate(negotiated_features);
+	deflate_.activate(negotiated_features);
 	// Old legacy drivers primed the statsq with an uninitialised buffer.
 	stats_.activate(payload_order(), uses_legacy_interface(options_.legacy, negotiated_features));
 	if ((negotiated_features & VB_FEATURE(VB_F_STATS_VQ)) &&
@@ -378,13 +391,13 @@ void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
 {
 	switch (kind) {
 	case VB_QUEUE_INFLATE:
-		handle_inflate(queue, chain);
+		inflate_.receive(queue, chain, inflate_.wants_poison_value() ? poison_value() : 0);
 		// The host changes its mind while the driver inflates (fault_plan.h).
 		if (const auto target = faults_.after_inflate_chain())
 			set_target_pages(*target);
 		return;
 	case VB_QUEUE_DEFLATE:
-		handle_deflate(queue, chain);
+		deflate_.receive(queue, chain);
 		return;
 	case VB_QUEUE_STATS:
 		stats_.receive(queue, chain);
@@ -403,274 +416,21 @@ void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
 	throw std::logic_error("BalloonDevice: chain on a queue of unknown kind");
 }
 
-bool BalloonDevice::read_request(const DescriptorChain& chain, std::vector<uint64_t>& valid_pfns)
-{
-	valid_pfns.clear();
-	if (const auto reason =
-		    read_pfn_array(memory_, chain, options_.profile.max_pfn_bytes_per_request,
-				   pfn_bytes_, pfns_)) {
-		counters_.reject(*reason);
-		return false;
-	}
-	if (pfns_.size() > VB_PFNS_PER_DESCRIPTOR_MAX)
-		counters_.requests_over_peer_cap.fetch_add(1);
-	for (const uint32_t pfn : pfns_) {
-		if (pfn_inside_ram(pfn, memory_.size()))
-			valid_pfns.push_back(pfn);
-		else
-			counters_.reject(BalloonRejection::kPfnOutsideRam);
-	}
-	return true;
-}
-
-void BalloonDevice::handle_inflate(DeviceQueue& queue, const DescriptorChain& chain)
-{
-	const auto start = std::chrono::steady_clock::now();
-	const bool chunked = negotiated(VB_F_X_CHUNKED);
-	const bool wants_bitmap = negotiated(VB_F_X_INIT_ON_INFLATE);
-	const DescriptorChain* request = &chain;
-
-	// With VB_F_X_INIT_ON_INFLATE the chain ends in the bitmap the device fills in; the
-	// rest is the request proper.
-	if (wants_bitmap) {
-		if (chain.writable.size() != 1) {
-			counters_.reject(BalloonRejection::kBitmapMissing);
-			queue.push_used(chain.head, 0);
-			return;
-		}
-		payload_ = chain;
-		payload_.writable.clear();
-		payload_.writable_bytes = 0;
-		request = &payload_;
-	}
-	uint64_t units;
-	if (chunked) {
-		if (const auto reason = read_chunk_request(*request, chunks_)) {
-			counters_.reject(*reason);
-			queue.push_used(chain.head, 0);
-			return;
-		}
-		units = chunks_.size();
-	} else {
-		if (!read_request(*request, valid_pfns_)) {
-			queue.push_used(chain.head, 0);
-			return;
-		}
-		units = pfns_.size();
-	}
-	if (wants_bitmap && chain.writable[0].len < (units + 7) / 8) {
-		counters_.reject(BalloonRejection::kBitmapMissing);
-		queue.push_used(chain.head, 0);
-		return;
-	}
-	counters_.inflate_requests.fetch_add(1);
-
-	const uint64_t discard_before = counters_.discard_ns.load();
-	const bool discards_done = take_and_discard();
-	const uint32_t written = wants_bitmap ? report_initialised(chain.writable[0], discards_done) : 0;
-	const uint64_t total_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-					  std::chrono::steady_clock::now() - start)
-					  .count();
-	counters_.translate_ns.fetch_add(total_ns - (counters_.discard_ns.load() - discard_before));
-	queue.push_used(chain.head, written);
-}
-
-bool BalloonDevice::take_and_discard()
-{
-	// "The device MAY modify the contents of a page in the balloon after detecting its
-	// physical number in an inflate request" (5.5.6.1): the page is the host's from here.
-	discard_runs_.clear();
-	auto take = [&](uint64_t pfn) {
-		if (!ownership_.take(pfn)) {
-			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned);
-			return;
-		}
-		counters_.pages_inflated.fetch_add(1);
-		if (huge_pages_)
-			huge_pages_->ballooned(pfn, discard_runs_);
-	};
-	if (negotiated(VB_F_X_CHUNKED) && !huge_pages_) {
-		// Whole chunks change hands a bitmap word at a time.
-		uint64_t requested = 0, taken = 0;
-		for (const PfnRun& chunk : chunks_) {
-			requested += chunk.page_count;
-			taken += ownership_.take_run(chunk.first_pfn, chunk.page_count);
-		}
-		counters_.pages_inflated.fetch_add(taken);
-		if (requested != taken)
-			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned, requested - taken);
-	} else if (negotiated(VB_F_X_CHUNKED)) {
-		for (const PfnRun& chunk : chunks_)
-			for (uint64_t pfn = chunk.first_pfn; pfn < chunk.first_pfn + chunk.page_count; pfn++)
-				take(pfn);
-	} else {
-		for (const uint64_t pfn : valid_pfns_)
-			take(pfn);
-	}
-
-	const auto start = std::chrono::steady_clock::now();
-	bool done;
-	if (huge_pages_) {
-		// Only host pages that are now wholly ballooned go; the rest wait for their last
-		// 4 KiB page (splitting a huge page for one 4 KiB page costs more than it frees).
-		done = discard_runs_.empty() || discarder_.discard_runs(discard_runs_);
-	} else if (negotiated(VB_F_X_CHUNKED)) {
-		discard_runs_ = chunks_;
-		done = discarder_.discard_runs(discard_runs_);
-	} else {
-		// A page inflated twice is discarded again: the guest may have dirtied it in
-		// between, and the host wants the memory back either way.
-		done = discarder_.discard(valid_pfns_);
-	}
-	counters_.discard_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-					       std::chrono::steady_clock::now() - start)
-					       .count());
-	return done;
-}
-
-uint32_t BalloonDevice::report_initialised(const Segment& bitmap, bool discards_done)
-{
-	const bool chunked = negotiated(VB_F_X_CHUNKED);
-	const uint64_t units = chunked ? chunks_.size() : pfns_.size();
-	const uint32_t bytes = static_cast<uint32_t>((units + 7) / 8);
-	bitmap_.assign(bytes, 0);
-
-	// Discarded private anonymous memory reads back as zero. A non-zero poison_val has to
-	// be written; this device does it only for a repeated byte, and promises nothing else.
-	const uint32_t poison = negotiated(VB_F_PAGE_POISON) ? poison_value() : 0;
-	const uint8_t poison_byte = static_cast<uint8_t>(poison);
-	const bool can_initialise = discards_done && poison == 0x01010101u * poison_byte;
-	auto page_initialised = [&](uint64_t pfn) {
-		return pfn_inside_ram(pfn, memory_.size()) && (!huge_pages_ || huge_pages_->complete(pfn));
-	};
-	auto initialise = [&](uint64_t pfn, uint64_t count) {
-		if (poison_byte)
-			(void)memory_.fill(pfn * GuestMemory::kPageBytes, poison_byte, count * GuestMemory::kPageBytes);
-	};
-	uint64_t reported = 0;
-	for (uint64_t unit = 0; can_initialise && unit < units; unit++) {
-		uint64_t first = chunked ? chunks_[unit].first_pfn : pfns_[unit];
-		uint64_t count = chunked ? chunks_[unit].page_count : 1;
-		bool all = true;
-		for (uint64_t pfn = first; pfn < first + count && all; pfn++)
-			all = page_initialised(pfn);
-		if (!all)
-			continue;
-		initialise(first, count);
-		bitmap_[unit / 8] |= static_cast<uint8_t>(1u << (unit % 8));
-		reported += count;
-	}
-	if (!memory_.write(bitmap.phys_addr, bitmap_.data(), bytes))
-		throw std::logic_error("BalloonDevice: validated bitmap outside RAM");
-	counters_.pages_reported_initialised.fetch_add(reported);
-	return bytes;
-}
-
-void BalloonDevice::handle_deflate(DeviceQueue& queue, const DescriptorChain& chain)
-{
-	if (negotiated(VB_F_X_CHUNKED)) {
-		if (const auto reason = read_chunk_request(chain, chunks_)) {
-			counters_.reject(*reason);
-			queue.push_used(chain.head, 0);
-			return;
-		}
-		const bool ack_now = !hold_deflate_acks_.load() && held_deflates_.empty();
-		if (ack_now && !huge_pages_) {
-			// The common case: whole chunks go back a bitmap word at a time.
-			counters_.deflate_requests.fetch_add(1);
-			uint64_t requested = 0, given = 0;
-			for (const PfnRun& chunk : chunks_) {
-				requested += chunk.page_count;
-				given += ownership_.give_back_run(chunk.first_pfn, chunk.page_count);
-			}
-			counters_.pages_deflated.fetch_add(given);
-			if (requested != given)
-				counters_.reject(BalloonRejection::kPfnNotHostOwned, requested - given);
-			queue.push_used(chain.head, 0);
-			return;
-		}
-		valid_pfns_.clear();
-		for (const PfnRun& chunk : chunks_)
-			for (uint64_t pfn = chunk.first_pfn; pfn < chunk.first_pfn + chunk.page_count; pfn++)
-				valid_pfns_.push_back(pfn);
-	} else if (!read_request(chain, valid_pfns_)) {
-		queue.push_used(chain.head, 0);
-		return;
-	}
-	counters_.deflate_requests.fetch_add(1);
-	// Held acks go out in arrival order, so a request behind a held one waits too, even if
-	// the gate was just opened and the release task has not run yet.
-	if (hold_deflate_acks_.load() || !held_deflates_.empty()) {
-		held_deflates_.push_back({chain.head, valid_pfns_});
-		set_held_deflates_count(held_deflates_.size());
-		return;
-	}
-	ack_deflate(queue, chain.head, valid_pfns_);
-}
-
-void BalloonDevice::ack_deflate(DeviceQueue& queue, uint16_t head,
-				const std::vector<uint64_t>& pfns)
-{
-	// Ownership goes back before the ack is published (push_used's release store), so a
-	// guest that sees the ack never sees the page still owned by the host.
-	for (const uint64_t pfn : pfns) {
-		if (ownership_.give_back(pfn)) {
-			counters_.pages_deflated.fetch_add(1);
-			if (huge_pages_)
-				huge_pages_->released(pfn);
-		} else {
-			counters_.reject(BalloonRejection::kPfnNotHostOwned);
-		}
-	}
-	// The pages' contents are left alone: without MUST_TELL_HOST the guest may have been
-	// using them since before it sent this request (BAL-DEV-LEG-02, BAL-DRV-OP-11).
-	if (VB_MUTANT(DEV_LEG02_DEFLATED_PAGES_SCRUBBED)) {
-		std::vector<uint64_t> scrubbed = pfns;
-		(void)discarder_.discard(scrubbed);
-	}
-	queue.push_used(head, 0);
-}
-
 void BalloonDevice::hold_deflate_acks()
 {
-	hold_deflate_acks_.store(true);
+	deflate_.hold_acks();
 }
 
 void BalloonDevice::release_deflate_acks()
 {
-	hold_deflate_acks_.store(false);
-	transport_.post([this] { release_held_deflates(); });
-}
-
-void BalloonDevice::release_held_deflates()
-{
-	const int index = vb_queue_index(negotiated_, VB_QUEUE_DEFLATE);
-	DeviceQueue* queue = transport_.live() && index >= 0 ? transport_.queue(index) : nullptr;
-	if (queue == nullptr || held_deflates_.empty())
-		return;
-	for (const HeldDeflate& held : held_deflates_)
-		ack_deflate(*queue, held.head, held.pfns);
-	held_deflates_.clear();
-	set_held_deflates_count(0);
-	transport_.signal_used(static_cast<unsigned>(index));
-}
-
-void BalloonDevice::set_held_deflates_count(size_t count)
-{
-	// Changed under the waiters' lock, so none can miss it between its check and its wait.
-	{
-		std::lock_guard lock(progress_mutex_);
-		held_deflates_count_.store(count);
-	}
-	progress_.notify_all();
-}
-
-bool BalloonDevice::wait_for_held_deflate_acks(size_t count,
-					       std::chrono::milliseconds timeout) const
-{
-	std::unique_lock lock(progress_mutex_);
-	return progress_.wait_for(lock, timeout,
-				  [&] { return held_deflates_count_.load() >= count; });
+	deflate_.open_gate();
+	transport_.post([this] {
+		const int index = vb_queue_index(negotiated_, VB_QUEUE_DEFLATE);
+		DeviceQueue* queue =
+			transport_.live() && index >= 0 ? transport_.queue(index) : nullptr;
+		if (queue != nullptr && deflate_.ack_held(*queue))
+			transport_.signal_used(static_cast<unsigned>(index));
+	});
 }
 
 void BalloonDevice::request_stats()

@@ -2,8 +2,9 @@
 //
 // The virtio-balloon device of the simulated host, on the transport of transport/.
 //
-//  inflateq  PFN arrays -> pages become host-owned and are discarded (page_discarder.h)
+//  inflateq  PFN arrays -> pages become host-owned and are discarded (inflate_queue.h)
 //  deflateq  PFN arrays -> pages are handed back when the request is acked
+//            (deflate_queue.h)
 //  statsq    the one buffer the driver primes; returned to ask for fresh stats, on a
 //            timerfd interval or on request (stats_queue.h)
 //  free_page_vq  command ids and hinted blocks, recorded and told to the FreePageEvents
@@ -25,14 +26,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "balloon/balloon_profile.h"
+#include "balloon/deflate_queue.h"
 #include "balloon/free_page_events.h"
 #include "balloon/free_page_hint_queue.h"
 #include "balloon/free_page_report_queue.h"
@@ -41,6 +41,7 @@
 #include "balloon/guest_stats.h"
 #include "balloon/host_page_ownership.h"
 #include "balloon/huge_page_tracker.h"
+#include "balloon/inflate_queue.h"
 #include "balloon/legacy_interface.h"
 #include "balloon/page_discarder.h"
 #include "balloon/stats_queue.h"
@@ -119,8 +120,11 @@ public:
 	// MUST_TELL_HOST, opened deterministically.
 	void hold_deflate_acks();
 	void release_deflate_acks();
-	size_t held_deflate_acks() const { return held_deflates_count_.load(); }
-	bool wait_for_held_deflate_acks(size_t count, std::chrono::milliseconds timeout) const;
+	size_t held_deflate_acks() const { return deflate_.held_acks(); }
+	bool wait_for_held_deflate_acks(size_t count, std::chrono::milliseconds timeout) const
+	{
+		return deflate_.wait_for_held_acks(count, timeout);
+	}
 
 	// ---- Free page hinting and reporting (any thread) ------------------------------------
 	// Who hears what the device learns about free guest memory (the migration model).
@@ -145,7 +149,7 @@ public:
 	void release_free_page_queue();
 
 	// ---- Observers -------------------------------------------------------------------
-	const BalloonCounters& counters() const { return counters_; }
+	const BalloonDeviceCounters& counters() const { return counters_; }
 	const FaultCounters& fault_counters() const { return faults_.counters(); }
 	// Transport index of a queue under the features negotiated at the last activation;
 	// -1 when that queue does not exist (or the device was never activated).
@@ -158,11 +162,6 @@ public:
 	uint64_t ring_rejections(vb_queue_kind kind, RingRejection reason) const;
 
 private:
-	struct HeldDeflate {
-		uint16_t head;
-		std::vector<uint64_t> pfns;
-	};
-
 	// DeviceBackend
 	bool accept_features(uint64_t driver_features) override;
 	uint16_t queue_max_size(unsigned index, uint64_t driver_features) const override;
@@ -177,19 +176,7 @@ private:
 	void drain_queue(unsigned index, vb_queue_kind kind);
 	void drain_queue_chains(unsigned index, vb_queue_kind kind);
 	void handle_chain(DeviceQueue& queue, vb_queue_kind kind, const DescriptorChain& chain);
-	void handle_inflate(DeviceQueue& queue, const DescriptorChain& chain);
-	void handle_deflate(DeviceQueue& queue, const DescriptorChain& chain);
-	void ack_deflate(DeviceQueue& queue, uint16_t head, const std::vector<uint64_t>& pfns);
-	// Takes the request's pages for the host and discards what may be discarded now;
-	// false when a discard failed.
-	bool take_and_discard();
-	// VB_F_X_INIT_ON_INFLATE: which of the request's units (PFNs, or chunks) now read back
-	// as zero or poison_val, written into the driver's bitmap. Returns the bytes written.
-	uint32_t report_initialised(const Segment& bitmap, bool discards_done);
 	bool negotiated(unsigned bit) const { return (negotiated_ & VB_FEATURE(bit)) != 0; }
-	void release_held_deflates();
-	void set_held_deflates_count(size_t count);
-	bool read_request(const DescriptorChain& chain, std::vector<uint64_t>& valid_pfns);
 	bool send_stats_request();
 	void write_hint_cmd_id(uint32_t id);
 	// The byte order of the config fields: little-endian for every driver, legacy ones
@@ -201,10 +188,12 @@ private:
 	uint32_t read_config_field(uint32_t offset) const;
 
 	BalloonDeviceOptions options_;
-	GuestMemory& memory_;
-	BalloonCounters counters_;
+	BalloonDeviceCounters counters_;
 	HostPageOwnership ownership_;
 	PageDiscarder discarder_;
+	std::unique_ptr<HugePageTracker> huge_pages_; // null with 4 KiB host pages
+	InflateQueue inflate_;
+	DeflateQueue deflate_;
 	StatsQueue stats_;
 	FreePageHintQueue hint_queue_;
 	FreePageReportQueue report_queue_;
@@ -215,25 +204,12 @@ private:
 	// Used only inside DeviceBackend callbacks and posted tasks, i.e. under the transport's
 	// state lock: the device thread, or the guest thread resetting the device.
 	DescriptorChain chain_;
-	std::vector<uint8_t> pfn_bytes_;
-	std::vector<uint32_t> pfns_;
-	std::vector<uint64_t> valid_pfns_;
-	std::vector<PfnRun> chunks_;          // VB_F_X_CHUNKED requests
-	std::vector<PfnRun> discard_runs_;
-	std::vector<uint8_t> bitmap_;
-	DescriptorChain payload_;             // a request without its bitmap descriptor
-	std::unique_ptr<HugePageTracker> huge_pages_;
-	std::vector<HeldDeflate> held_deflates_;
 	uint64_t negotiated_ = 0;
 
 	std::atomic<uint64_t> last_negotiated_{0};
 	std::atomic<uint32_t> actual_{0};
-	std::atomic<bool> hold_deflate_acks_{false};
 	std::atomic<bool> hold_free_page_queue_{false};
 	std::atomic<uint64_t> free_page_queue_cpu_ns_{0};
-	std::atomic<size_t> held_deflates_count_{0};
-	mutable std::mutex progress_mutex_;
-	mutable std::condition_variable progress_;
 
 	Transport transport_; // last: its device thread stops before the members above go
 };

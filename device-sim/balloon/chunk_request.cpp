@@ -13,7 +13,7 @@ std::optional<BalloonRejection> read_chunk_request(const DescriptorChain& chain,
 	chunks.clear();
 	if (chain.readable.empty())
 		return BalloonRejection::kEmptyRequest;
-	for (const Segment& segment : chain.readable) {
+	for (const ChainBuffer& segment : chain.readable) {
 		if (segment.len == 0 || segment.phys_addr % VB_PFN_UNIT_BYTES != 0 ||
 		    segment.len % VB_PFN_UNIT_BYTES != 0)
 			return BalloonRejection::kChunkMisaligned;

@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "balloon/page_runs.h"
 
 namespace vbsim

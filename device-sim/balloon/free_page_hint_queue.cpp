@@ -9,7 +9,7 @@
 namespace vbsim
 {
 
-bool whole_pages_inside_ram(const GuestMemory& memory, const Segment& range)
+bool whole_pages_inside_ram(const GuestMemory& memory, const ChainBuffer& range)
 {
 	return range.len != 0 && range.phys_addr % GuestMemory::kPageBytes == 0 &&
 	       range.len % GuestMemory::kPageBytes == 0 && memory.contains(range.phys_addr, range.len);
@@ -72,7 +72,7 @@ void FreePageHintQueue::receive_blocks(const DescriptorChain& chain, uint32_t co
 	// "The device MUST ignore ... hints with a command ID different from the current one."
 	const bool in_round = (active_cmd_id_ != 0 && active_cmd_id_ == config_cmd_id) ||
 			      VB_MUTANT(DEV_FPH04_HINTS_OUTSIDE_THE_ROUND_USED);
-	for (const Segment& block : chain.writable) {
+	for (const ChainBuffer& block : chain.writable) {
 		if (!whole_pages_inside_ram(memory_, block)) {
 			counters_.reject(BalloonRejection::kRangeNotWholePages);
 			continue;

@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "balloon/free_page_events.h"
 #include "memory/guest_byte_order.h"
 
@@ -24,15 +24,15 @@ namespace vbsim
 class DeviceQueue;
 class GuestMemory;
 struct DescriptorChain;
-struct Segment;
+struct ChainBuffer;
 
 // A range of whole 4 KiB pages inside guest RAM (what a hinted or reported block must be).
-bool whole_pages_inside_ram(const GuestMemory& memory, const Segment& range);
+bool whole_pages_inside_ram(const GuestMemory& memory, const ChainBuffer& range);
 
 class FreePageHintQueue
 {
 public:
-	FreePageHintQueue(GuestMemory& memory, BalloonCounters& counters)
+	FreePageHintQueue(GuestMemory& memory, BalloonDeviceCounters& counters)
 	    : memory_(memory), counters_(counters)
 	{
 	}
@@ -54,7 +54,7 @@ private:
 	void receive_blocks(const DescriptorChain& chain, uint32_t config_cmd_id, FreePageEvents* events);
 
 	GuestMemory& memory_;
-	BalloonCounters& counters_;
+	BalloonDeviceCounters& counters_;
 	uint32_t active_cmd_id_ = 0;
 };
 

@@ -35,7 +35,7 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 	}
 	counters_.report_requests.fetch_add(1);
 	runs_.clear();
-	for (const Segment& range : chain.writable) {
+	for (const ChainBuffer& range : chain.writable) {
 		if (!whole_pages_inside_ram(memory_, range)) {
 			counters_.reject(BalloonRejection::kRangeNotWholePages);
 			continue;

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "balloon/free_page_events.h"
 #include "balloon/page_discarder.h"
 #include "balloon/page_runs.h"
@@ -31,7 +31,7 @@ class FreePageReportQueue
 {
 public:
 	FreePageReportQueue(GuestMemory& memory, PageDiscarder& discarder,
-			    const HostPageOwnership& ownership, BalloonCounters& counters)
+			    const HostPageOwnership& ownership, BalloonDeviceCounters& counters)
 	    : memory_(memory), discarder_(discarder), ownership_(ownership), counters_(counters)
 	{
 	}
@@ -44,7 +44,7 @@ private:
 	GuestMemory& memory_;
 	PageDiscarder& discarder_;
 	const HostPageOwnership& ownership_;
-	BalloonCounters& counters_;
+	BalloonDeviceCounters& counters_;
 	std::vector<PfnRun> runs_;
 };
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "balloon/page_runs.h"
 
 namespace vbsim
@@ -28,7 +28,7 @@ enum class DiscardMode : uint8_t { kMergeRuns, kPerPage };
 class PageDiscarder
 {
 public:
-	PageDiscarder(GuestMemory& memory, DiscardMode mode, BalloonCounters& counters)
+	PageDiscarder(GuestMemory& memory, DiscardMode mode, BalloonDeviceCounters& counters)
 	    : memory_(memory), mode_(mode), counters_(counters)
 	{
 	}
@@ -48,7 +48,7 @@ private:
 
 	GuestMemory& memory_;
 	const DiscardMode mode_;
-	BalloonCounters& counters_;
+	BalloonDeviceCounters& counters_;
 	std::vector<PfnRun> runs_;
 };
 

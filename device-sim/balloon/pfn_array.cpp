@@ -32,7 +32,7 @@ std::optional<BalloonRejection> read_pfn_array(const GuestMemory& memory,
 	// One copy out of guest RAM: the driver cannot change a PFN after it was checked.
 	scratch.resize(chain.readable_bytes);
 	uint64_t offset = 0;
-	for (const Segment& segment : chain.readable) {
+	for (const ChainBuffer& segment : chain.readable) {
 		if (!memory.read(segment.phys_addr, scratch.data() + offset, segment.len))
 			throw std::logic_error("read_pfn_array: validated segment outside RAM");
 		offset += segment.len;
@@ -44,6 +44,24 @@ std::optional<BalloonRejection> read_pfn_array(const GuestMemory& memory,
 		pfns[i] = from_le(wire);
 	}
 	return std::nullopt;
+}
+
+bool PfnRequestReader::read(const DescriptorChain& chain)
+{
+	valid_pfns_.clear();
+	if (const auto reason = read_pfn_array(memory_, chain, max_bytes_, bytes_, pfns_)) {
+		counters_.reject(*reason);
+		return false;
+	}
+	if (pfns_.size() > VB_PFNS_PER_DESCRIPTOR_MAX)
+		counters_.requests_over_peer_cap.fetch_add(1);
+	for (const uint32_t pfn : pfns_) {
+		if (pfn_inside_ram(pfn, memory_.size()))
+			valid_pfns_.push_back(pfn);
+		else
+			counters_.reject(BalloonRejection::kPfnOutsideRam);
+	}
+	return true;
 }
 
 } // namespace vbsim

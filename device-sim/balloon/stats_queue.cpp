@@ -40,7 +40,7 @@ void StatsQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 	const uint64_t wanted = std::min<uint64_t>(chain.readable_bytes, bound);
 	scratch_.resize(wanted);
 	uint64_t copied = 0;
-	for (const Segment& segment : chain.readable) {
+	for (const ChainBuffer& segment : chain.readable) {
 		if (copied == wanted)
 			break;
 		const uint64_t take = std::min<uint64_t>(segment.len, wanted - copied);

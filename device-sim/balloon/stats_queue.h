@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 #include "balloon/guest_stats.h"
 #include "memory/guest_byte_order.h"
 
@@ -34,7 +34,7 @@ struct DescriptorChain;
 class StatsQueue
 {
 public:
-	StatsQueue(const GuestMemory& memory, BalloonCounters& counters)
+	StatsQueue(const GuestMemory& memory, BalloonDeviceCounters& counters)
 	    : memory_(memory), counters_(counters)
 	{
 	}
@@ -72,7 +72,7 @@ private:
 	void answer_pending_request(DeviceQueue& queue);
 
 	const GuestMemory& memory_;
-	BalloonCounters& counters_;
+	BalloonDeviceCounters& counters_;
 	std::optional<uint16_t> held_head_;
 	bool request_pending_ = false;
 	ByteOrder entry_order_ = ByteOrder::kLittle;

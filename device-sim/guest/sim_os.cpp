@@ -17,9 +17,9 @@ namespace {
 
 constexpr uint64_t kPageBytes = GuestMemory::kPageBytes;
 
-std::vector<Segment> to_sim_segments(const vb::Segment* segments, unsigned count)
+std::vector<ChainBuffer> to_chain_buffers(const vb::Segment* segments, unsigned count)
 {
-	std::vector<Segment> out(count);
+	std::vector<ChainBuffer> out(count);
 	for (unsigned i = 0; i < count; i++)
 		out[i] = {segments[i].phys_addr, segments[i].len};
 	return out;
@@ -233,8 +233,8 @@ bool SimOs::queue_add(vb::QueueKind kind, const vb::Segment* out, unsigned n_out
 	// A device that vanished or asked for a reset would never return the buffer.
 	if (!ring_for_kind || !device_serves())
 		return false;
-	std::vector<Segment> out_segments = to_sim_segments(out, n_out);
-	std::vector<Segment> in_segments = to_sim_segments(in, n_in);
+	std::vector<ChainBuffer> out_segments = to_chain_buffers(out, n_out);
+	std::vector<ChainBuffer> in_segments = to_chain_buffers(in, n_in);
 	return ring_for_kind->add(out_segments.data(), n_out, in_segments.data(), n_in, token);
 }
 

@@ -31,7 +31,7 @@
 
 #include "virtqueue/queue_counters.h"
 #include "virtqueue/ring_layout.h"
-#include "virtqueue/segment.h"
+#include "virtqueue/chain_buffer.h"
 
 namespace vbsim
 {
@@ -42,8 +42,8 @@ class GuestMemory;
 // vectors keep their capacity between pops, so steady-state popping does not allocate.
 struct DescriptorChain {
 	uint16_t head = 0;
-	std::vector<Segment> readable;
-	std::vector<Segment> writable;
+	std::vector<ChainBuffer> readable;
+	std::vector<ChainBuffer> writable;
 	uint64_t readable_bytes = 0;
 	uint64_t writable_bytes = 0;
 

@@ -45,7 +45,7 @@ DriverRing::DriverRing(GuestMemory& memory, const Config& config)
 	num_free_ = size;
 }
 
-bool DriverRing::add(const Segment* out, unsigned n_out, const Segment* in, unsigned n_in,
+bool DriverRing::add(const ChainBuffer* out, unsigned n_out, const ChainBuffer* in, unsigned n_in,
 		     void* token)
 {
 	const unsigned total = n_out + n_in;
@@ -58,7 +58,7 @@ bool DriverRing::add(const Segment* out, unsigned n_out, const Segment* in, unsi
 
 	const uint16_t head = free_head_;
 	uint64_t writable_bytes = 0;
-	auto segment_at = [&](unsigned i) -> const Segment& {
+	auto segment_at = [&](unsigned i) -> const ChainBuffer& {
 		return i < n_out ? out[i] : in[i - n_out];
 	};
 
@@ -69,7 +69,7 @@ bool DriverRing::add(const Segment* out, unsigned n_out, const Segment* in, unsi
 								    indirect_table_entries_ *
 								    RingLayout::kDescriptorBytes;
 		for (unsigned i = 0; i < total; ++i) {
-			const Segment& segment = segment_at(i);
+			const ChainBuffer& segment = segment_at(i);
 			uint16_t flags = i + 1 < total ? VB_VRING_DESC_F_NEXT : 0;
 			if (i >= n_out) {
 				flags |= VB_VRING_DESC_F_WRITE;
@@ -86,7 +86,7 @@ bool DriverRing::add(const Segment* out, unsigned n_out, const Segment* in, unsi
 	} else {
 		uint16_t index = head;
 		for (unsigned i = 0; i < total; ++i) {
-			const Segment& segment = segment_at(i);
+			const ChainBuffer& segment = segment_at(i);
 			uint16_t flags = i + 1 < total ? VB_VRING_DESC_F_NEXT : 0;
 			if (i >= n_out) {
 				flags |= VB_VRING_DESC_F_WRITE;

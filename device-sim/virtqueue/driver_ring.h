@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "virtqueue/ring_layout.h"
-#include "virtqueue/segment.h"
+#include "virtqueue/chain_buffer.h"
 
 namespace vbsim
 {
@@ -60,7 +60,8 @@ public:
 	// One chain: `out` segments (device-readable) then `in` segments (device-writable).
 	// False when the chain is empty, the token is null, the ring is broken, or there are
 	// not enough free descriptors; nothing is written then.
-	bool add(const Segment* out, unsigned n_out, const Segment* in, unsigned n_in, void* token);
+	bool add(const ChainBuffer* out, unsigned n_out, const ChainBuffer* in, unsigned n_in,
+		 void* token);
 
 	// Publishes everything added since the last call (release store of avail idx) and says
 	// whether the device asked to be notified (avail_event, or VRING_USED_F_NO_NOTIFY).

@@ -56,7 +56,8 @@ protected:
 	{
 		return guest.wait_for(VB_QUEUE_FREE_PAGE, guest.post(VB_QUEUE_FREE_PAGE, {}, {{gpa, len}}));
 	}
-	bool send_report(const std::vector<Segment>& ranges, const std::vector<Segment>& readable = {})
+	bool send_report(const std::vector<ChainBuffer>& ranges,
+			 const std::vector<ChainBuffer>& readable = {})
 	{
 		return guest.wait_for(VB_QUEUE_REPORTING, guest.post(VB_QUEUE_REPORTING, readable, ranges));
 	}

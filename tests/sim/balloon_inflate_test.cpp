@@ -76,7 +76,7 @@ TEST_P(BalloonInflate, DiscardsExactlyTheInflatedPagesWithTheExpectedCalls)
 		ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, request_pfns(r)));
 
 	const uint64_t pages = uint64_t{kRequests} * 2 * kRunPages;
-	const BalloonCounters& counters = device.counters();
+	const BalloonDeviceCounters& counters = device.counters();
 	EXPECT_EQ(counters.inflate_requests.load(), kRequests);
 	EXPECT_EQ(counters.pages_inflated.load(), pages);
 	EXPECT_EQ(counters.pages_discarded.load(), pages);

@@ -33,7 +33,7 @@ protected:
 	}
 	void add_one()
 	{
-		const Segment out{kBuffer, 16};
+		const ChainBuffer out{kBuffer, 16};
 		ASSERT_TRUE(driver->add(&out, 1, nullptr, 0, reinterpret_cast<void*>(++tokens)));
 	}
 	uint16_t pop_all()
@@ -128,7 +128,7 @@ TEST_F(RingPair, FlagsSuppressKicksAndInterruptsWithoutEventIdx)
 TEST_F(RingPair, DriverRunsOutOfDescriptorsAndGetsThemBack)
 {
 	make(false);
-	const Segment segments[3] = {{kBuffer, 8}, {kBuffer + 8, 8}, {kBuffer + 16, 8}};
+	const ChainBuffer segments[3] = {{kBuffer, 8}, {kBuffer + 8, 8}, {kBuffer + 16, 8}};
 	ASSERT_TRUE(driver->add(segments, 3, nullptr, 0, reinterpret_cast<void*>(1)));
 	ASSERT_TRUE(driver->add(segments, 2, segments + 2, 1, reinterpret_cast<void*>(2)));
 	EXPECT_EQ(driver->num_free(), 2u);
@@ -159,8 +159,8 @@ protected:
 		config.areas = contiguous_queue_areas(0, kSize);
 		driver = std::make_unique<DriverRing>(memory, config);
 		layout = std::make_unique<RingLayout>(config.areas, kSize);
-		const Segment out{kBuffer, 16};
-		const Segment in{kBuffer + 16, 16};
+		const ChainBuffer out{kBuffer, 16};
+		const ChainBuffer in{kBuffer + 16, 16};
 		// Two chains of two descriptors: heads 0 and 2.
 		EXPECT_TRUE(driver->add(&out, 1, &in, 1, reinterpret_cast<void*>(0x100)));
 		EXPECT_TRUE(driver->add(&out, 1, &in, 1, reinterpret_cast<void*>(0x200)));
@@ -220,7 +220,7 @@ TEST_F(HostileDevice, UsedIndexRunningAheadBreaksTheRing)
 	EXPECT_EQ(driver->get_used(&len), nullptr);
 	EXPECT_TRUE(driver->broken());
 	EXPECT_EQ(driver->device_errors(DriverRingError::kUsedIdxJump), 1u);
-	const Segment out{kBuffer, 16};
+	const ChainBuffer out{kBuffer, 16};
 	EXPECT_FALSE(driver->add(&out, 1, nullptr, 0, reinterpret_cast<void*>(1)));
 	// After a reset the driver gets its outstanding tokens back.
 	const std::vector<void*> unused = driver->detach_unused();

@@ -78,7 +78,7 @@ private:
 	void serve(const DescriptorChain& chain)
 	{
 		uint64_t sum = 0;
-		for (const Segment& segment : chain.readable) {
+		for (const ChainBuffer& segment : chain.readable) {
 			std::vector<uint8_t> bytes(segment.len);
 			if (!memory_.read(segment.phys_addr, bytes.data(), bytes.size()))
 				failed_ = true;
@@ -144,7 +144,7 @@ TEST_P(RingRoundTrip, EveryChainComesBackWithTheDevicesAnswer)
 			const unsigned readable = 1 + submitted % 3;
 			if (driver.num_free() < (indirect ? 1 : readable + 1))
 				break;
-			Segment out[3];
+			ChainBuffer out[3];
 			uint64_t sum = 0;
 			for (unsigned i = 0; i < readable; ++i) {
 				const uint64_t gpa = buffer_of(slot) + i * 16;
@@ -153,7 +153,7 @@ TEST_P(RingRoundTrip, EveryChainComesBackWithTheDevicesAnswer)
 				sum += 16ull * byte;
 				out[i] = {gpa, 16};
 			}
-			const Segment in{buffer_of(slot) + kBufferBytes, 8};
+			const ChainBuffer in{buffer_of(slot) + kBufferBytes, 8};
 			ASSERT_TRUE(driver.add(out, readable, &in, 1,
 					       reinterpret_cast<void*>(uintptr_t{slot} + 1)));
 			slot_busy[slot] = true;

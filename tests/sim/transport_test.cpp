@@ -281,7 +281,7 @@ TEST_F(TransportTest, BuffersMadeAvailableBeforeDriverOkAreSeenAtActivation)
 	guest.negotiate(VB_FEATURE(VB_F_VERSION_1));
 	guest.setup_queues();
 	DriverRing& ring = guest.ring(VB_QUEUE_INFLATE);
-	const Segment out{1ull << 20, 8};
+	const ChainBuffer out{1ull << 20, 8};
 	ASSERT_TRUE(ring.add(&out, 1, nullptr, 0, reinterpret_cast<void*>(1)));
 	ring.kick_prepare(); // published, but the notify is not sent: DRIVER_OK is not set yet
 	guest.driver_ok();
@@ -302,7 +302,7 @@ TEST_F(TransportTest, ResetStopsTheQueuesAndForgetsTheDriver)
 	EXPECT_EQ(transport.queue(0), nullptr);
 	// The old ring is still in guest RAM; a kick for it must not be served.
 	DriverRing& ring = guest.ring(VB_QUEUE_INFLATE);
-	const Segment out{1ull << 20, 8};
+	const ChainBuffer out{1ull << 20, 8};
 	ASSERT_TRUE(ring.add(&out, 1, nullptr, 0, reinterpret_cast<void*>(99)));
 	ring.kick_prepare();
 	transport.notify(0);
@@ -334,7 +334,7 @@ TEST_F(TransportTest, ACorruptRingRaisesNeedsResetWithAConfigInterrupt)
 	guest.start(VB_FEATURE(VB_F_VERSION_1));
 	ASSERT_TRUE(device.wait_for(device.activations, 1));
 	DriverRing& ring = guest.ring(VB_QUEUE_INFLATE);
-	const Segment out{1ull << 20, 8};
+	const ChainBuffer out{1ull << 20, 8};
 	ASSERT_TRUE(ring.add(&out, 1, nullptr, 0, reinterpret_cast<void*>(1)));
 	ring.kick_prepare();
 	// Overwrite the published index: it jumps by more than the queue size.

@@ -120,7 +120,7 @@ TEST_P(InflateDiscards, ResidentMemoryDropsAndDeflatedPagesReadZero)
 		listed += run.count;
 	}
 	EXPECT_EQ(listed, kBalloonPages);
-	const vbsim::BalloonCounters& counters = machine.device.counters();
+	const vbsim::BalloonDeviceCounters& counters = machine.device.counters();
 	EXPECT_EQ(counters.pages_discarded.load(), kBalloonPages);
 	if (GetParam() == vbsim::DiscardMode::kPerPage)
 		EXPECT_EQ(counters.discard_calls.load(), kBalloonPages) << "one madvise per 4 KiB PFN";

@@ -114,7 +114,7 @@ TEST(ChunkedInflate, AMisalignedChunkIsRejectedWholeAndCounted)
 	ASSERT_NE(inflate, nullptr);
 	uint64_t first = machine.guest.allocator().first_pfn() * kPageBytes;
 	// A hostile driver: one good chunk, one that does not start on a page.
-	vbsim::Segment chunks[2] = {{first, 8192}, {first + 16384 + 100, 4096}};
+	vbsim::ChainBuffer chunks[2] = {{first, 8192}, {first + 16384 + 100, 4096}};
 	int token;
 	machine.guest.os().lock();
 	ASSERT_TRUE(inflate->add(chunks, 2, nullptr, 0, &token));

@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "machine/inflate_then_deflate.h"
 #include "machine/machine_builder.h"
 
 namespace vbsim {
@@ -22,36 +23,8 @@ double ms_since(Clock::time_point start)
 	return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-uint64_t device_queue_total(const BalloonDevice& device, uint64_t (BalloonDevice::*per_queue)(vb_queue_kind) const)
-{
-	uint64_t total = 0;
-	for (int kind = 0; kind < VB_QUEUE_KIND_COUNT; kind++)
-		total += (device.*per_queue)(static_cast<vb_queue_kind>(kind));
-	return total;
-}
-
-// Counters are cumulative; a phase reports the difference.
-struct Snapshot {
-	uint64_t inflate_requests, deflate_requests, pages_inflated, pages_deflated, pages_discarded,
-		discard_calls, kicks, interrupts, driver_messages_inflate, driver_messages_deflate;
-
-	static Snapshot take(const BalloonDevice& device, const SimGuest& guest)
-	{
-		const BalloonCounters& c = device.counters();
-		return {c.inflate_requests.load(),
-			c.deflate_requests.load(),
-			c.pages_inflated.load(),
-			c.pages_deflated.load(),
-			c.pages_discarded.load(),
-			c.discard_calls.load(),
-			device_queue_total(device, &BalloonDevice::kicks_received),
-			device_queue_total(device, &BalloonDevice::interrupts_sent),
-			guest.core()->counters().inflate_messages.get(),
-			guest.core()->counters().deflate_messages.get()};
-	}
-};
-
-void record_phase(PhaseResult& phase, const Snapshot& before, const Snapshot& after, bool inflate)
+void record_phase(PhaseResult& phase, const MachineCounters& before, const MachineCounters& after,
+		  bool inflate)
 {
 	phase.device_requests = inflate ? after.inflate_requests - before.inflate_requests
 					: after.deflate_requests - before.deflate_requests;
@@ -59,10 +32,10 @@ void record_phase(PhaseResult& phase, const Snapshot& before, const Snapshot& af
 				     : after.pages_deflated - before.pages_deflated;
 	phase.pages_discarded = after.pages_discarded - before.pages_discarded;
 	phase.discard_calls = after.discard_calls - before.discard_calls;
-	phase.kicks = after.kicks - before.kicks;
-	phase.interrupts = after.interrupts - before.interrupts;
-	phase.driver_messages = inflate ? after.driver_messages_inflate - before.driver_messages_inflate
-					: after.driver_messages_deflate - before.driver_messages_deflate;
+	phase.kicks = after.all_kicks() - before.all_kicks();
+	phase.interrupts = after.all_interrupts() - before.all_interrupts();
+	phase.driver_messages = inflate ? after.inflate_messages - before.inflate_messages
+					: after.deflate_messages - before.deflate_messages;
 }
 
 } // namespace
@@ -81,68 +54,77 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 		return unknown.what();
 	}
 	std::unique_ptr<SimMachine> machine = builder.build();
-	GuestMemory& memory = machine->memory;
-	BalloonDevice& device = machine->device;
-	SimGuest& guest = machine->guest;
 
-	std::string refused = machine->boot();
-	if (!refused.empty())
-		return "the driver could not bind: " + refused;
-	result->negotiated_features = guest.negotiated_features();
-
-	// The guest has been busy: it wrote most of its memory and freed it again, so the
-	// host holds it resident until the balloon gives it back.
-	auto start = Clock::now();
-	UserMemory dirty = guest.allocate_user_memory(uint64_t{options.dirty_mib} * kPagesPerMib, 0x5a);
-	guest.free_user_memory(dirty);
-	result->dirty_ms = ms_since(start);
-	result->resident_mib_before = machine->resident_mib();
-
-	uint32_t target = options.balloon_mib * kPagesPerMib;
-	Snapshot before = Snapshot::take(device, guest);
-	start = Clock::now();
-	device.set_target_pages(target);
-	auto settled = guest.wait_until_settled(kSettleTimeout);
-	result->inflate.ms = ms_since(start);
-	if (!settled)
-		return "the balloon did not settle while inflating";
-	Snapshot inflated = Snapshot::take(device, guest);
-	record_phase(result->inflate, before, inflated, true);
-	result->inflate.actual_pages = device.actual_pages();
-	result->inflate.resident_mib_after = machine->resident_mib();
-	if (device.actual_pages() != target)
-		result->problems.push_back(fmt::format("actual is {} pages after inflating, not {}",
-						       device.actual_pages(), target));
-	std::vector<vb::PageRun> ballooned = guest.os().balloon_list().all_runs();
-
-	start = Clock::now();
-	device.set_target_pages(0);
-	settled = guest.wait_until_settled(kSettleTimeout);
-	result->deflate.ms = ms_since(start);
-	if (!settled)
-		return "the balloon did not settle while deflating";
-	record_phase(result->deflate, inflated, Snapshot::take(device, guest), false);
-	result->deflate.actual_pages = device.actual_pages();
-	result->deflate.resident_mib_after = machine->resident_mib();
-
-	// Every deflated page reads back as zero: the host really dropped what it held.
-	for (const vb::PageRun& run : ballooned) {
-		for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++) {
-			const uint8_t* page = memory.translate(pfn * GuestMemory::kPageBytes, GuestMemory::kPageBytes);
-			bool zero = true;
-			for (uint64_t i = 0; i < GuestMemory::kPageBytes && zero; i += 8)
-				zero = *reinterpret_cast<const uint64_t*>(page + i) == 0;
-			result->zero_check_pages++;
-			result->zero_check_failures += !zero;
+	const uint32_t target = options.balloon_mib * kPagesPerMib;
+	std::string error;
+	MachineCounters inflated_counters;
+	std::vector<vb::PageRun> ballooned;
+	InflateThenDeflateHooks hooks;
+	hooks.booted = [&](SimMachine& booted) {
+		result->negotiated_features = booted.guest.negotiated_features();
+		// The guest has been busy: it wrote most of its memory and freed it again, so the
+		// host holds it resident until the balloon gives it back.
+		const auto start = Clock::now();
+		UserMemory dirty = booted.guest.allocate_user_memory(
+			uint64_t{options.dirty_mib} * kPagesPerMib, 0x5a);
+		booted.guest.free_user_memory(dirty);
+		result->dirty_ms = ms_since(start);
+		result->resident_mib_before = booted.resident_mib();
+		return true;
+	};
+	hooks.inflated = [&](SimMachine& inflated, const BalloonPhase& phase) {
+		result->inflate.ms = phase.ms;
+		if (!phase.settled) {
+			error = "the balloon did not settle while inflating";
+			return false;
 		}
-	}
-	if (result->zero_check_failures)
-		result->problems.push_back(fmt::format("{} deflated pages did not read back as zero",
-						       result->zero_check_failures));
-	result->rejected_inputs = machine->rejected_inputs();
-	for (std::string& problem : machine->guest_problems())
+		inflated_counters = phase.after;
+		record_phase(result->inflate, phase.before, phase.after, true);
+		result->inflate.actual_pages = inflated.device.actual_pages();
+		result->inflate.resident_mib_after = inflated.resident_mib();
+		if (inflated.device.actual_pages() != target)
+			result->problems.push_back(
+				fmt::format("actual is {} pages after inflating, not {}",
+					    inflated.device.actual_pages(), target));
+		ballooned = inflated.guest.os().balloon_list().all_runs();
+		return true;
+	};
+	hooks.deflated = [&](SimMachine& deflated, const BalloonPhase& phase) {
+		result->deflate.ms = phase.ms;
+		if (!phase.settled) {
+			error = "the balloon did not settle while deflating";
+			return false;
+		}
+		record_phase(result->deflate, inflated_counters, phase.after, false);
+		result->deflate.actual_pages = deflated.device.actual_pages();
+		result->deflate.resident_mib_after = deflated.resident_mib();
+
+		// Every deflated page reads back as zero: the host really dropped what it held.
+		for (const vb::PageRun& run : ballooned) {
+			for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++) {
+				const uint8_t* page = deflated.memory.translate(
+					pfn * GuestMemory::kPageBytes, GuestMemory::kPageBytes);
+				bool zero = true;
+				for (uint64_t i = 0; i < GuestMemory::kPageBytes && zero; i += 8)
+					zero = *reinterpret_cast<const uint64_t*>(page + i) == 0;
+				result->zero_check_pages++;
+				result->zero_check_failures += !zero;
+			}
+		}
+		if (result->zero_check_failures)
+			result->problems.push_back(
+				fmt::format("{} deflated pages did not read back as zero",
+					    result->zero_check_failures));
+		result->rejected_inputs = deflated.rejected_inputs();
+		return true;
+	};
+	InflateThenDeflateRun run = inflate_then_deflate(*machine, target, kSettleTimeout, hooks);
+	if (!run.refused.empty())
+		return "the driver could not bind: " + run.refused;
+	if (!error.empty())
+		return error;
+	for (std::string& problem : run.guest_problems)
 		result->problems.push_back(std::move(problem));
-	guest.remove();
 	return "";
 }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// The inflate-then-deflate scenario: build a guest and a device, dirty guest memory, let
-// the driver inflate to a target and deflate back, and record what both sides saw.
+// The inflate-then-deflate scenario of `vballoon-sim inflate`: build a guest and a device,
+// dirty guest memory, let the driver inflate to a target and deflate back (the run itself is
+// device-sim/machine/inflate_then_deflate.h, shared with bench/inflate), and record what both
+// sides saw.
 #ifndef VBALLOON_TOOLS_SCENARIO_H
 #define VBALLOON_TOOLS_SCENARIO_H
 

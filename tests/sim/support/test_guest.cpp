@@ -135,8 +135,8 @@ uint64_t TestGuest::write_buffer(const void* data, uint64_t len)
 	return gpa;
 }
 
-void* TestGuest::post(vb_queue_kind kind, const std::vector<Segment>& out,
-		      const std::vector<Segment>& in)
+void* TestGuest::post(vb_queue_kind kind, const std::vector<ChainBuffer>& out,
+		      const std::vector<ChainBuffer>& in)
 {
 	void* token = reinterpret_cast<void*>(++next_token_);
 	DriverRing& queue = ring(kind);

@@ -65,8 +65,8 @@ public:
 	uint64_t write_buffer(const void* data, uint64_t len);
 
 	// One chain made available and kicked if the device wants a kick; returns its token.
-	void* post(vb_queue_kind kind, const std::vector<Segment>& out,
-		   const std::vector<Segment>& in = {});
+	void* post(vb_queue_kind kind, const std::vector<ChainBuffer>& out,
+		   const std::vector<ChainBuffer>& in = {});
 	void* post_pfns(vb_queue_kind kind, const std::vector<uint32_t>& pfns);
 	// Entries in `order`: little-endian, or a legacy guest's own order.
 	void* post_stats(const std::vector<std::pair<uint16_t, uint64_t>>& entries,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "balloon/balloon_counters.h"
+#include "balloon/balloon_device_counters.h"
 
 namespace vbsim
 {

@@ -4,8 +4,8 @@
 // Ring-level rejections (bad descriptors) are counted per queue by the transport; these
 // are about the payload of well-formed chains. Atomic: written on the device thread,
 // read by tests on theirs.
-#ifndef VBSIM_BALLOON_BALLOON_COUNTERS_H
-#define VBSIM_BALLOON_BALLOON_COUNTERS_H
+#ifndef VBSIM_BALLOON_BALLOON_DEVICE_COUNTERS_H
+#define VBSIM_BALLOON_BALLOON_DEVICE_COUNTERS_H
 
 #include <array>
 #include <atomic>
@@ -45,7 +45,7 @@ inline constexpr size_t kBalloonRejectionCount = static_cast<size_t>(BalloonReje
 
 std::string_view to_string(BalloonRejection reason);
 
-struct BalloonCounters {
+struct BalloonDeviceCounters {
 	std::atomic<uint64_t> inflate_requests{0}; // inflate chains processed
 	std::atomic<uint64_t> deflate_requests{0}; // deflate chains processed
 	std::atomic<uint64_t> pages_inflated{0};   // pages that became host-owned

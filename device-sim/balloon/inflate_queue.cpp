@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "balloon/inflate_queue.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "balloon/chunk_request.h"
+#include "balloon/host_page_ownership.h"
+#include "balloon/huge_page_tracker.h"
+#include "balloon/page_discarder.h"
+#include "memory/guest_memory.h"
+
+namespace vbsim
+{
+
+bool InflateQueue::wants_poison_value() const
+{
+	return negotiated(VB_F_X_INIT_ON_INFLATE) && negotiated(VB_F_PAGE_POISON);
+}
+
+void InflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain, uint32_t poison_val)
+{
+	const auto start = std::chrono::steady_clock::now();
+	const bool chunked = negotiated(VB_F_X_CHUNKED);
+	const bool wants_bitmap = negotiated(VB_F_X_INIT_ON_INFLATE);
+	const DescriptorChain* request = &chain;
+
+	// With VB_F_X_INIT_ON_INFLATE the chain ends in the bitmap the device fills in; the
+	// rest is the request proper.
+	if (wants_bitmap) {
+		if (chain.writable.size() != 1) {
+			counters_.reject(BalloonRejection::kBitmapMissing);
+			queue.push_used(chain.head, 0);
+			return;
+		}
+		payload_ = chain;
+		payload_.writable.clear();
+		payload_.writable_bytes = 0;
+		request = &payload_;
+	}
+	uint64_t units;
+	if (chunked) {
+		if (const auto reason = read_chunk_request(*request, chunks_)) {
+			counters_.reject(*reason);
+			queue.push_used(chain.head, 0);
+			return;
+		}
+		units = chunks_.size();
+	} else {
+		if (!reader_.read(*request)) {
+			queue.push_used(chain.head, 0);
+			return;
+		}
+		units = reader_.pfns().size();
+	}
+	if (wants_bitmap && chain.writable[0].len < (units + 7) / 8) {
+		counters_.reject(BalloonRejection::kBitmapMissing);
+		queue.push_used(chain.head, 0);
+		return;
+	}
+	counters_.inflate_requests.fetch_add(1);
+
+	const uint64_t discard_before = counters_.discard_ns.load();
+	const bool discards_done = take_and_discard();
+	const uint32_t written =
+		wants_bitmap ? report_initialised(chain.writable[0], discards_done, poison_val) : 0;
+	const uint64_t total_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+					  std::chrono::steady_clock::now() - start)
+					  .count();
+	counters_.translate_ns.fetch_add(total_ns - (counters_.discard_ns.load() - discard_before));
+	queue.push_used(chain.head, written);
+}
+
+bool InflateQueue::take_and_discard()
+{
+	// "The device MAY modify the contents of a page in the balloon after detecting its
+	// physical number in an inflate request" (5.5.6.1): the page is the host's from here.
+	discard_runs_.clear();
+	auto take = [&](uint64_t pfn) {
+		if (!ownership_.take(pfn)) {
+			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned);
+			return;
+		}
+		counters_.pages_inflated.fetch_add(1);
+		if (huge_pages_)
+			huge_pages_->ballooned(pfn, discard_runs_);
+	};
+	if (negotiated(VB_F_X_CHUNKED) && !huge_pages_) {
+		// Whole chunks change hands a bitmap word at a time.
+		uint64_t requested = 0, taken = 0;
+		for (const PfnRun& chunk : chunks_) {
+			requested += chunk.page_count;
+			taken += ownership_.take_run(chunk.first_pfn, chunk.page_count);
+		}
+		counters_.pages_inflated.fetch_add(taken);
+		if (requested != taken)
+			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned, requested - taken);
+	} else if (negotiated(VB_F_X_CHUNKED)) {
+		for (const PfnRun& chunk : chunks_)
+			for (uint64_t pfn = chunk.first_pfn; pfn < chunk.first_pfn + chunk.page_count; pfn++)
+				take(pfn);
+	} else {
+		for (const uint64_t pfn : reader_.valid_pfns())
+			take(pfn);
+	}
+
+	const auto start = std::chrono::steady_clock::now();
+	bool done;
+	if (huge_pages_) {
+		// Only host pages that are now wholly ballooned go; the rest wait for their last
+		// 4 KiB page (splitting a huge page for one 4 KiB page costs more than it frees).
+		done = discard_runs_.empty() || discarder_.discard_runs(discard_runs_);
+	} else if (negotiated(VB_F_X_CHUNKED)) {
+		discard_runs_ = chunks_;
+		done = discarder_.discard_runs(discard_runs_);
+	} else {
+		// A page inflated twice is discarded again: the guest may have dirtied it in
+		// between, and the host wants the memory back either way.
+		done = discarder_.discard(reader_.valid_pfns());
+	}
+	counters_.discard_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+					       std::chrono::steady_clock::now() - start)
+					       .count());
+	return done;
+}
+
+uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, bool discards_done,
+					  uint32_t poison_val)
+{
+	const bool chunked = negotiated(VB_F_X_CHUNKED);
+	const std::vector<uint32_t>& pfns = reader_.pfns();
+	const uint64_t units = chunked ? chunks_.size() : pfns.size();
+	const uint32_t bytes = static_cast<uint32_t>((units + 7) / 8);
+	bitmap_.assign(bytes, 0);
+
+	// Discarded private anonymous memory reads back as zero. A non-zero poison_val has to
+	// be written; this device does it only for a repeated byte, and promises nothing else.
+	const uint32_t poison = negotiated(VB_F_PAGE_POISON) ? poison_val : 0;
+	const uint8_t poison_byte = static_cast<uint8_t>(poison);
+	const bool can_initialise = discards_done && poison == 0x01010101u * poison_byte;
+	auto page_initialised = [&](uint64_t pfn) {
+		return pfn_inside_ram(pfn, memory_.size()) && (!huge_pages_ || huge_pages_->complete(pfn));
+	};
+	auto initialise = [&](uint64_t pfn, uint64_t count) {
+		if (poison_byte)
+			(void)memory_.fill(pfn * GuestMemory::kPageBytes, poison_byte, count * GuestMemory::kPageBytes);
+	};
+	uint64_t reported = 0;
+	for (uint64_t unit = 0; can_initialise && unit < units; unit++) {
+		uint64_t first = chunked ? chunks_[unit].first_pfn : pfns[unit];
+		uint64_t count = chunked ? chunks_[unit].page_count : 1;
+		bool all = true;
+		for (uint64_t pfn = first; pfn < first + count && all; pfn++)
+			all = page_initialised(pfn);
+		if (!all)
+			continue;
+		initialise(first, count);
+		bitmap_[unit / 8] |= static_cast<uint8_t>(1u << (unit % 8));
+		reported += count;
+	}
+	if (!memory_.write(bitmap.phys_addr, bitmap_.data(), bytes))
+		throw std::logic_error("InflateQueue: validated bitmap outside RAM");
+	counters_.pages_reported_initialised.fetch_add(reported);
+	return bytes;
+}
+
+} // namespace vbsim
