@@ -31,7 +31,7 @@ public:
 	// Largest block the driver allocates: 0 is a page at a time (Linux), 9 is 2 MiB.
 	MachineBuilder& max_chunk_order(unsigned order);
 	// The guest zeroes pages it gets back from the balloon (init_on_free), and also pages
-	// going into it (`also_on_inflate`, the 2017 kernel of seed 004) unless the device
+	// going into it (`also_on_inflate`, the 2017 kernel of the VIRTIO_BALLOON_F_SG thread) unless the device
 	// promises initialised pages.
 	MachineBuilder& guest_zeroes_pages(bool also_on_inflate);
 	// Free page hinting (VIRTIO_BALLOON_F_FREE_PAGE_HINT): the device offers it and the
