@@ -89,7 +89,7 @@ public:
 	Balloon& operator=(const Balloon&) = delete;
 
 	// Before DRIVER_OK. Returns false when the device cannot take the stats buffer.
-	bool prepare() { return pages_.prepare(); }
+	[[nodiscard]] bool prepare() { return pages_.prepare(); }
 	// After DRIVER_OK.
 	void start()
 	{
@@ -102,7 +102,7 @@ public:
 	StepResult adjust_towards_target() { return pages_.adjust_towards_target(); }
 	uint64_t deflate_for_oom() { return pages_.deflate_for_oom(); }
 	void handle_stats_request() { pages_.handle_stats_request(); }
-	bool migrate_page(uint64_t old_pfn, uint64_t new_pfn)
+	[[nodiscard]] bool migrate_page(uint64_t old_pfn, uint64_t new_pfn)
 	{
 		return pages_.migrate_page(old_pfn, new_pfn);
 	}
@@ -129,7 +129,7 @@ public:
 	static constexpr uint64_t kHintReserveShare = FreePageHinter::kHintReserveShare;
 
 	// ---- Free page reporting (free_page_reporter.h), PAGE_REPORTING only ---------------
-	bool report_free_pages(const PageRun* runs, size_t count)
+	[[nodiscard]] bool report_free_pages(const PageRun* runs, size_t count)
 	{
 		return reporter_.report_free_pages(runs, count);
 	}

@@ -45,7 +45,7 @@ public:
 	// pattern in free pages they have been re-initialised, as the device may have written
 	// them. Sleeps on reporting_vq, never holds the balloon lock. One caller at a time.
 	// Refused before start(): reports begin only after DRIVER_OK.
-	bool report_free_pages(const PageRun* runs, size_t count);
+	[[nodiscard]] bool report_free_pages(const PageRun* runs, size_t count);
 
 private:
 	Os& os_;

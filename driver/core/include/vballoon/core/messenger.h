@@ -33,6 +33,7 @@
 #include "vballoon/core/os_interface.h"
 #include "vballoon/core/pfn_packer.h"
 #include "vballoon/support/freestanding.h"
+#include "vballoon/support/invariant.h"
 #include "vballoon/support/mutant.h"
 
 namespace vb {
@@ -121,7 +122,7 @@ public:
 	// not on the balloon list); the pages of messages that were refused or lost come back
 	// in the reply. Balloon lock held.
 	template <class OnAcknowledged>
-	HostReply tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
+	[[nodiscard]] HostReply tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
 					  OnAcknowledged&& on_acknowledged,
 					  InitialisedBits bits = InitialisedBits::kRecord);
 
@@ -150,7 +151,7 @@ public:
 	void park(const Outbox& box) { pipeline_held_mask_ = box.held_mask(); }
 	// Nothing of the pipeline is in flight any more: what became of the pages not
 	// acknowledged.
-	HostReply close_pipeline(Outbox& box)
+	[[nodiscard]] HostReply close_pipeline(Outbox& box)
 	{
 		pipeline_held_mask_ = 0;
 		return close(box);
@@ -201,7 +202,7 @@ private:
 	{
 		return chunked() ? box.chunk_packer.done() : box.pfn_packer.done();
 	}
-	HostReply close(Outbox& box);
+	[[nodiscard]] HostReply close(Outbox& box);
 	void pack_message(Message& message, Outbox& box);
 	bool add_message(QueueKind queue, Message& message);
 	int slot_of(const void* token, uint32_t in_flight_mask) const;
@@ -237,6 +238,7 @@ HostReply Messenger<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t 
 				   OnAcknowledged&& on_acknowledged, InitialisedBits bits)
 {
 	Outbox box(queue, runs, page_shift_, free_slot_mask());
+	VB_INVARIANT(box.slot_mask != 0);
 	open(box);
 	extend(box, run_count);
 	for (;;) {
@@ -368,6 +370,12 @@ template <BalloonOs Os> HostReply Messenger<Os>::close(Outbox& box)
 	reply.never_sent = {advance(box.runs, {}, box.sent_pages), box.total_pages - box.sent_pages};
 	if (reply.never_sent.pages && !reply.device_gone)
 		reply.refused = true;
+	// Every page in exactly one outcome: acknowledged, lost or never sent (only a mutant
+	// that treats a message as acknowledged once added leaves some in flight).
+	VB_INVARIANT(box.sent_pages <= box.total_pages);
+	VB_INVARIANT(box.acknowledged_pages + lost_pages(reply) <= box.sent_pages);
+	VB_INVARIANT(box.in_flight_mask != 0 ||
+		     box.acknowledged_pages + lost_pages(reply) == box.sent_pages);
 	if (box.unfit) {
 		counters_.queue_failures.add(1);
 		if (refused_log_.allow())

@@ -13,7 +13,9 @@
 // Locking. The balloon lock (Os::lock()) guards the balloon list, the count behind
 // `actual` and the messenger. Inflate allocates without it and takes it to send and
 // collect, deflate (also from the OOM notifier) holds it throughout, migration only tries
-// it.
+// it. The accounting rule, checked (VB_INVARIANT) wherever `actual` is written: the balloon
+// holds exactly the wire pages inflated and not yet deflated, and a page joins it only once
+// the host acknowledged (or may have taken) it.
 #ifndef VBALLOON_CORE_PAGE_BALLOON_H
 #define VBALLOON_CORE_PAGE_BALLOON_H
 
@@ -31,12 +33,13 @@
 #include "vballoon/core/stats_report.h"
 #include "vballoon/support/atomic.h"
 #include "vballoon/support/freestanding.h"
+#include "vballoon/support/invariant.h"
 #include "vballoon/support/mutant.h"
 
 namespace vb {
 
 // What one call to adjust_towards_target() left behind.
-enum class StepResult : uint8_t {
+enum class [[nodiscard]] StepResult : uint8_t {
 	kSettled,  // the balloon is at the target
 	kMoreWork, // progress was made; call again
 	kStalled,  // the guest has no more pages to give without pressure; retry later
@@ -100,14 +103,14 @@ public:
 
 	// Before DRIVER_OK: poison_val, and the statsq primed. False when the device cannot
 	// take the stats buffer.
-	bool prepare();
+	[[nodiscard]] bool prepare();
 	// After DRIVER_OK: `actual` as it is, the statsq notified.
 	void start();
 
 	StepResult adjust_towards_target();
 	uint64_t deflate_for_oom();
 	void handle_stats_request();
-	bool migrate_page(uint64_t old_pfn, uint64_t new_pfn);
+	[[nodiscard]] bool migrate_page(uint64_t old_pfn, uint64_t new_pfn);
 	void release_all();
 	void release_after_reset();
 
@@ -126,7 +129,7 @@ private:
 
 	// What one deflate step did: the wire pages given back, and whether the host failed
 	// to acknowledge some (they stay in the balloon).
-	struct DeflateResult {
+	struct [[nodiscard]] DeflateResult {
 		uint64_t freed_wire_pages;
 		bool stalled;
 	};
@@ -249,6 +252,11 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::adjust_towards_target()
 // the last value written is the current one.
 template <BalloonOs Os> void PageBalloon<Os>::update_actual_locked()
 {
+	// The balloon holds what went in and has not come out (the counters only ever grow,
+	// and the balloon adds to both under this lock).
+	VB_INVARIANT(balloon_wire_pages_.get() ==
+		     counters_.pages_inflated.get() - counters_.pages_deflated.get());
+	VB_INVARIANT(balloon_wire_pages_.get() % wire_pages_per_page_ == 0);
 	if (VB_MUTANT(OP14_ACTUAL_NOT_WRITTEN))
 		return;
 	// Legacy drivers must write all four bytes at once; one 32-bit write does.

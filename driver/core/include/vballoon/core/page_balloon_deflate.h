@@ -27,6 +27,9 @@ template <BalloonOs Os> typename PageBalloon<Os>::DeflateResult PageBalloon<Os>:
 		os_.unlock();
 		return {0, false};
 	}
+	uint64_t taken_pages = 0;
+	for (size_t i = 0; i < run_count; i++)
+		taken_pages += deflate_runs_[i].count;
 
 	// Tell the host first, then free the pages. With MUST_TELL_HOST the host owns them
 	// until it acknowledges the deflate, and even without it the spec wants the pages
@@ -41,10 +44,15 @@ template <BalloonOs Os> typename PageBalloon<Os>::DeflateResult PageBalloon<Os>:
 	// Refused or lost: the host still holds these (or may), so they stay in the balloon,
 	// still counted, until a later deflate is acknowledged or the device is reset. Held
 	// apart, never put back on the balloon list (os_interface.h, balloon_hold()).
-	reply.for_each_unacknowledged(deflate_runs_,
-				      [this](PageRun run, MessageOutcome) { os_.balloon_hold(run); });
+	uint64_t held_pages = 0;
+	reply.for_each_unacknowledged(deflate_runs_, [&](PageRun run, MessageOutcome) {
+		os_.balloon_hold(run);
+		held_pages += run.count;
+	});
 	update_actual_locked();
 	const uint64_t freed = before - balloon_wire_pages_.get();
+	// Every page taken off the lists went back to the guest or is held, once.
+	VB_INVARIANT(freed == (taken_pages - held_pages) * wire_pages_per_page_);
 	os_.unlock();
 	return {freed, !reply.all_acknowledged()};
 }

@@ -219,12 +219,17 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 	if (allocated) {
 		os_.lock();
 		HostReply reply = messenger_.close_pipeline(box);
-		reply.for_each_unacknowledged(inflate_runs_, [this](PageRun run, MessageOutcome outcome) {
+		uint64_t unacknowledged_pages = 0;
+		reply.for_each_unacknowledged(inflate_runs_, [&](PageRun run, MessageOutcome outcome) {
 			if (outcome == MessageOutcome::kLost)
 				keep_inflated(run); // the host may hold it: not the guest's until a reset
 			else
 				os_.free_page_run(run); // never sent: still the guest's
+			unacknowledged_pages += run.count;
 		});
+		// Every page allocated went to the balloon or back to the guest, once.
+		VB_INVARIANT(box.total_pages == allocated);
+		VB_INVARIANT(acknowledged_pages + unacknowledged_pages == allocated);
 		all_acknowledged = reply.all_acknowledged();
 		update_actual_locked();
 		os_.unlock();
