@@ -20,6 +20,7 @@
 #include "vballoon/core/os_interface.h"
 #include "vballoon/support/atomic.h"
 #include "vballoon/support/freestanding.h"
+#include "vballoon/support/invariant.h"
 #include "vballoon/support/mutant.h"
 
 namespace vb {
@@ -351,6 +352,9 @@ template <BalloonOs Os> uint64_t FreePageHinter<Os>::hint_give_back(uint64_t max
 				run.flags = VB_MUTANT(FPH10_HINTED_CONTENT_TRUSTED_AFTER_DONE) ? kPageRunDeviceInitialised : 0;
 			// hint_list_take() hands back each block as it was inserted.
 			run.flags |= kPageRunWholeBlock;
+			// Counted when hinted, before it reached the list: never more given back
+			// than held, whichever thread (worker or shrinker) takes it.
+			VB_INVARIANT(hint_held_pages_.get() >= run.count);
 			hint_held_pages_.sub(run.count);
 			os_.free_page_run(run);
 			freed += run.count;
