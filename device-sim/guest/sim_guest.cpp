@@ -484,8 +484,8 @@ std::string SimGuest::check_accounting() const
 	uint64_t listed = os_->ballooned_pages();
 	if (counts.balloon != listed)
 		problems << "allocator holds " << counts.balloon << " balloon pages, the lists " << listed << "\n";
-	if (core_ && core_->balloon_pfns() != listed)
-		problems << "driver counts " << core_->balloon_pfns() << " balloon pages, the lists " << listed
+	if (core_ && core_->balloon_wire_pages() != listed)
+		problems << "driver counts " << core_->balloon_wire_pages() << " balloon pages, the lists " << listed
 			 << "\n";
 	if (core_ && core_->hint_held_pages() != os_->hint_list_pages())
 		problems << "driver counts " << core_->hint_held_pages() << " hinted pages, the hint list "

@@ -305,12 +305,12 @@ void vballoon_core_release_after_reset(vballoon_core* core)
 
 uint64_t vballoon_core_target_pfns(vballoon_core* core)
 {
-	return balloon(core).target_pfns();
+	return balloon(core).target_wire_pages();
 }
 
 uint64_t vballoon_core_balloon_pfns(const vballoon_core* core)
 {
-	return storage(core)->balloon.balloon_pfns();
+	return storage(core)->balloon.balloon_wire_pages();
 }
 
 void vballoon_core_set_max_chunk_order(vballoon_core* core, unsigned int order)

@@ -570,3 +570,8 @@ void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, v
 	}
 	va_end(copy);
 }
+
+void vb_invariant_failed(const char *condition, const char *file, int line)
+{
+	WARN_ONCE(1, KBUILD_MODNAME ": invariant failed: %s (%s:%d)\n", condition, file, line);
+}

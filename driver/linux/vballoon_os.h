@@ -121,6 +121,9 @@ void vb_os_lock(struct vballoon_dev *dev);
 void vb_os_unlock(struct vballoon_dev *dev);
 bool vb_os_try_lock(struct vballoon_dev *dev);
 void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, va_list args);
+/* VB_INVARIANT() (driver/support/include/vballoon/support/invariant.h): a core accounting
+ * rule broke. Warns once, with the rule and where it is, and returns. */
+void vb_invariant_failed(const char *condition, const char *file, int line);
 
 /* ---- Implemented in C++: the core, behind an opaque pointer ---------------------------- */
 

@@ -19,7 +19,7 @@ TEST(BalloonCore, InflatesExactlyToTargetInMessagesOfAtMost256Pfns)
 	guest.set_target(10000);
 
 	EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 10000u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 10000u);
 	EXPECT_EQ(guest.actual(), 10000u);
 	EXPECT_EQ(guest.os.allocator.counts().balloon, 10000u);
 	EXPECT_EQ(guest.os.balloon_list.size(), 10000u);
@@ -40,7 +40,7 @@ TEST(BalloonCore, ChunkedAndPageAtATimeAllocationGiveTheSameGuestVisibleResult)
 		guest.balloon.set_max_chunk_order(order);
 		guest.set_target(5000);
 		EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
-		EXPECT_EQ(guest.balloon.balloon_pfns(), 5000u) << "order " << order;
+		EXPECT_EQ(guest.balloon.balloon_wire_pages(), 5000u) << "order " << order;
 		EXPECT_EQ(guest.os.allocator.counts().balloon, 5000u);
 		EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages - 5000u);
 		std::set<uint64_t> held(guest.os.balloon_list.begin(), guest.os.balloon_list.end());
@@ -81,7 +81,7 @@ TEST(BalloonCore, DeflateFreesEachPageOnlyAfterTheHostAcknowledgedIt)
 
 	guest.set_target(1000);
 	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 1000u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 1000u);
 
 	// Replay the log: a page may be freed only once the message carrying it is acked.
 	std::map<const void*, std::vector<uint32_t>> in_flight;
@@ -136,14 +136,14 @@ TEST(BalloonCore, AbsurdTargetIsPursuedOnlyWhileAllocationsSucceed)
 	guest.set_target(0xffffffffu);
 
 	EXPECT_EQ(guest.settle(), vb::StepResult::kStalled);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), kGuestPages) << "every free page, and not one more";
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), kGuestPages) << "every free page, and not one more";
 	EXPECT_EQ(guest.os.allocator.counts().free, 0u);
 	EXPECT_EQ(guest.actual(), kGuestPages);
 	EXPECT_GE(guest.balloon.counters().alloc_failures.get(), 1u);
 
 	// Asking again changes nothing and loses nothing.
 	EXPECT_EQ(guest.balloon.adjust_towards_target(), vb::StepResult::kStalled);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), kGuestPages);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), kGuestPages);
 
 	guest.set_target(0);
 	EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
@@ -163,7 +163,7 @@ TEST(BalloonCore, TargetBeyondWirePfnsStillStallsCleanly)
 	while ((result = balloon.adjust_towards_target()) == vb::StepResult::kMoreWork) {
 	}
 	EXPECT_EQ(result, vb::StepResult::kStalled);
-	EXPECT_EQ(balloon.balloon_pfns(), 8u);
+	EXPECT_EQ(balloon.balloon_wire_pages(), 8u);
 	EXPECT_GE(balloon.counters().unreachable_pages.get(), 1u);
 	EXPECT_EQ(os.allocator.counts().balloon, 8u);
 	EXPECT_EQ(os.allocator.counts().used, 0u) << "no page lost";
@@ -177,7 +177,7 @@ TEST(BalloonCore, DeflateOnOomFreesAtMost256PagesAndAllocatesNothing)
 	size_t before = guest.os.events.size();
 
 	EXPECT_EQ(guest.balloon.deflate_for_oom(), 256u);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 1744u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 1744u);
 	EXPECT_EQ(guest.actual(), 1744u);
 	for (size_t i = before; i < guest.os.events.size(); i++) {
 		EXPECT_NE(guest.os.events[i].kind, Event::kAlloc);
@@ -200,7 +200,7 @@ TEST(BalloonCore, DeflateOnOomDoesNothingUnlessNegotiated)
 	guest.set_target(1000);
 	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
 	EXPECT_EQ(guest.balloon.deflate_for_oom(), 0u);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 1000u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 1000u);
 }
 
 TEST(BalloonCore, ManagedMemoryShrinksOnlyWithoutDeflateOnOom)
@@ -283,7 +283,7 @@ TEST(BalloonCore, MigrationTellsTheHostOfTheNewPageBeforeReleasingTheOld)
 	EXPECT_EQ(adds[1].queue, vb::QueueKind::kDeflate);
 	EXPECT_EQ(adds[1].wire_pfns, std::vector<uint32_t>{static_cast<uint32_t>(old_pfn)});
 	EXPECT_EQ(guest.os.allocator.state(*spare), vbsim::BuddyAllocator::FrameState::kBalloon);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 16u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 16u);
 
 	guest.os.lock_held = true; // someone else holds the balloon lock
 	EXPECT_FALSE(guest.balloon.migrate_page(*spare, old_pfn));
@@ -296,7 +296,7 @@ TEST(BalloonCore, ARingWithRoomForOneBufferStillCarriesEverything)
 	guest.os.queue_capacity = 1;
 	guest.set_target(3000);
 	EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 3000u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 3000u);
 	EXPECT_EQ(sent_pfns(guest.os, vb::QueueKind::kInflate).size(), 3000u);
 }
 
@@ -314,7 +314,7 @@ TEST(BalloonCore, RoundsTargetUpToWholeGuestPages)
 	while ((result = balloon.adjust_towards_target()) == vb::StepResult::kMoreWork) {
 	}
 	EXPECT_EQ(result, vb::StepResult::kSettled);
-	EXPECT_EQ(balloon.balloon_pfns(), 48u);
+	EXPECT_EQ(balloon.balloon_wire_pages(), 48u);
 	EXPECT_EQ(os.allocator.counts().balloon, 3u);
 	std::set<uint64_t> sent = sent_pfns(os, vb::QueueKind::kInflate);
 	EXPECT_EQ(sent.size(), 48u);
@@ -435,7 +435,7 @@ TEST(BalloonCoreChunked, EachChunkTravelsAsOneDescriptor)
 	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
 
 	// Inflate sends each batch as soon as it is allocated; a batch's chunks fit one message.
-	constexpr uint64_t kBatch = vb::Balloon<FakeOs>::kChunkedFirstBatchPfns;
+	constexpr uint64_t kBatch = vb::Balloon<FakeOs>::kChunkedFirstBatchWirePages;
 	auto adds = guest.os.events_of(Event::kAdd);
 	size_t inflate_messages = 0;
 	for (const Event& e : adds)
@@ -443,7 +443,7 @@ TEST(BalloonCoreChunked, EachChunkTravelsAsOneDescriptor)
 	EXPECT_EQ(inflate_messages, (8192 + kBatch - 1) / kBatch) << "one message per batch";
 	std::set<uint64_t> held(guest.os.balloon_list.begin(), guest.os.balloon_list.end());
 	EXPECT_EQ(sent_pfns(guest.os, vb::QueueKind::kInflate), held);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 8192u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 8192u);
 }
 
 TEST(BalloonCoreChunked, EachContiguousRangeTravelsAsOneDescriptor)
@@ -469,7 +469,7 @@ TEST(BalloonCoreChunked, EachContiguousRangeTravelsAsOneDescriptor)
 	ASSERT_LT(ranges, 4u) << "the fake's free memory should be mostly contiguous";
 
 	// Each message (one per batch) carries one descriptor per contiguous range of its pages.
-	constexpr uint64_t kBatch = vb::Balloon<FakeOs>::kChunkedFirstBatchPfns;
+	constexpr uint64_t kBatch = vb::Balloon<FakeOs>::kChunkedFirstBatchWirePages;
 	std::vector<Event> inflate_adds;
 	for (const Event& e : guest.os.events_of(Event::kAdd))
 		if (e.queue == vb::QueueKind::kInflate)
@@ -500,7 +500,7 @@ TEST(BalloonCoreChunked, BatchesStartSmallAndDoubleUpToTheCap)
 {
 	using Core = vb::Balloon<FakeOs>;
 	// 64 KiB guest pages (16 wire PFNs each) make the fake's 8 GiB of wire PFNs cheap.
-	constexpr uint64_t kPfnsPerPage = 16;
+	constexpr uint64_t kWirePagesPerPage = 16;
 	vb::GuestTraits traits;
 	traits.page_shift = 16;
 	FakeOs os(16, 131072);
@@ -510,18 +510,18 @@ TEST(BalloonCoreChunked, BatchesStartSmallAndDoubleUpToTheCap)
 	ASSERT_TRUE(balloon.prepare());
 	balloon.start();
 	constexpr uint64_t kTargetPages = 100000;
-	static_assert(kTargetPages * kPfnsPerPage <= Core::kChunkedStepPfns, "one step");
-	os.config[VB_CONFIG_NUM_PAGES_OFFSET / 4] = kTargetPages * kPfnsPerPage;
+	static_assert(kTargetPages * kWirePagesPerPage <= Core::kChunkedStepWirePages, "one step");
+	os.config[VB_CONFIG_NUM_PAGES_OFFSET / 4] = kTargetPages * kWirePagesPerPage;
 	vb::StepResult result;
 	while ((result = balloon.adjust_towards_target()) == vb::StepResult::kMoreWork) {
 	}
 	ASSERT_EQ(result, vb::StepResult::kSettled);
 
 	std::vector<uint64_t> expected;
-	uint64_t batch = Core::kChunkedFirstBatchPfns;
-	for (uint64_t left = kTargetPages * kPfnsPerPage; left; left -= expected.back()) {
+	uint64_t batch = Core::kChunkedFirstBatchWirePages;
+	for (uint64_t left = kTargetPages * kWirePagesPerPage; left; left -= expected.back()) {
 		expected.push_back(std::min(batch, left));
-		batch = std::min(2 * batch, Core::kChunkedBatchPfnsMax);
+		batch = std::min(2 * batch, Core::kChunkedBatchWirePagesMax);
 	}
 	ASSERT_EQ(expected.size(), 8u) << "1, 2, 4, 8, 16, 32, 32 times the first, and the rest";
 	std::vector<uint64_t> sent;
@@ -529,7 +529,7 @@ TEST(BalloonCoreChunked, BatchesStartSmallAndDoubleUpToTheCap)
 		if (e.queue == vb::QueueKind::kInflate)
 			sent.push_back(e.wire_pfns.size());
 	EXPECT_EQ(sent, expected) << "one message per batch over contiguous free memory";
-	EXPECT_EQ(balloon.balloon_pfns(), kTargetPages * kPfnsPerPage);
+	EXPECT_EQ(balloon.balloon_wire_pages(), kTargetPages * kWirePagesPerPage);
 	EXPECT_EQ(os.allocator.counts().balloon, kTargetPages);
 }
 

@@ -94,7 +94,7 @@ TEST(BalloonFailure, UnacknowledgedDeflatesAreHeldOffTheListAndRetriedFirst)
 	expect_accounted(guest, 2048 - 300);
 	guest.balloon.release_all();
 	guest.balloon.release_after_reset();
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 0u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 0u);
 	EXPECT_TRUE(guest.os.held.empty());
 	EXPECT_TRUE(guest.os.balloon_list.empty());
 	EXPECT_TRUE(guest.os.dequeued.empty());
@@ -146,7 +146,7 @@ TEST(BalloonFailure, DeviceGoneMidInflateKeepsLostPagesUntilReset)
 	guest.balloon.release_all(); // the device is gone: nothing can be deflated
 	expect_accounted(guest, 4 * 256);
 	guest.balloon.release_after_reset();
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 0u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 0u);
 	EXPECT_EQ(guest.os.balloon_list.size(), 0u);
 	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages);
 	EXPECT_EQ(guest.os.managed_pages, 0);
@@ -171,7 +171,7 @@ TEST(BalloonFailure, DeviceGoneMidDeflateFreesOnlyAcknowledgedRuns)
 
 	guest.balloon.release_after_reset();
 	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 0u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 0u);
 }
 
 TEST(BalloonFailure, MigrationFailsUnlessBothMessagesAreAcknowledged)
@@ -202,7 +202,7 @@ TEST(BalloonFailure, MigrationFailsUnlessBothMessagesAreAcknowledged)
 	guest.os.refuse[kDeflate] = false;
 	EXPECT_TRUE(guest.balloon.migrate_page(old_pfn, *spare));
 	EXPECT_EQ(guest.os.balloon_list.front(), *spare);
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 16u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 16u);
 }
 
 // Chunks per message follow each queue's ring, the bitmap counted only on inflate.
@@ -227,7 +227,7 @@ TEST(BalloonFailure, ChunksPerMessageFollowEachRing)
 	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
 	guest.set_target(0);
 	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled) << "a deflate message fits its ring";
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 0u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 0u);
 	EXPECT_GT(guest.os.events_of(Event::kAdd).size(), 0u);
 }
 

@@ -474,7 +474,7 @@ TEST(FreePageHint, HintingAndInflateShareNoPagesAndBothBalance)
 	// Each hint block is asked for as one (kept whole, unmovable), never as balloon pages.
 	EXPECT_EQ(guest.os.allocations_by_use[0], balloon_allocations);
 	EXPECT_EQ(guest.os.allocations_by_use[1], guest.blocks_sent() + 1) << "the last one failed";
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 4096u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 4096u);
 	EXPECT_EQ(guest.balloon.hint_held_pages() + guest.os.allocator.counts().balloon, kGuestPages);
 	for (const auto& run : guest.os.hint_list) {
 		for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++)
@@ -484,7 +484,7 @@ TEST(FreePageHint, HintingAndInflateShareNoPagesAndBothBalance)
 	guest.os.config[VB_CONFIG_NUM_PAGES_OFFSET / 4] = 0;
 	while (guest.balloon.adjust_towards_target() == vb::StepResult::kMoreWork) {
 	}
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 0u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 0u);
 	EXPECT_EQ(guest.free_pages(), 4096u);
 	EXPECT_EQ(guest.os.freed_whole_block_pages, 0u) << "deflated runs are no hint blocks";
 	guest.device_writes(VB_CMD_ID_DONE);

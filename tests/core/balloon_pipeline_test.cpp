@@ -19,8 +19,8 @@ namespace {
 constexpr int kInflate = static_cast<int>(vb::QueueKind::kInflate);
 using Core = vb::Balloon<FakeOs>;
 // PFN arrays and order-0 pages: one batch is one message of 256 pages, one step four.
-constexpr uint64_t kBatch = Core::kPfnsPerMessage;
-constexpr uint64_t kStep = Core::kPfnsPerStep;
+constexpr uint64_t kBatch = Core::kWirePagesPerMessage;
+constexpr uint64_t kStep = Core::kWirePagesPerStep;
 
 uint64_t pages_of(const std::vector<Event>& events)
 {
@@ -169,7 +169,7 @@ TEST(BalloonPipeline, ADeviceGoneMidPipelineLosesNothing)
 	expect_accounted(guest, sent);
 
 	guest.balloon.release_after_reset();
-	EXPECT_EQ(guest.balloon.balloon_pfns(), 0u);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 0u);
 	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages);
 	EXPECT_EQ(guest.os.managed_pages, 0);
 }
@@ -199,9 +199,9 @@ TEST(BalloonPipeline, AnOomDeflateBetweenBatchesTakesOnlyAcknowledgedPages)
 	guest.set_target(2 * kStep);
 	ASSERT_EQ(guest.balloon.adjust_towards_target(), vb::StepResult::kMoreWork);
 
-	EXPECT_EQ(oom_freed, Core::kOomDeflatePfns);
+	EXPECT_EQ(oom_freed, Core::kOomDeflateWirePages);
 	const auto deflated = sent_pfns(guest.os, vb::QueueKind::kDeflate);
-	EXPECT_EQ(deflated.size(), Core::kOomDeflatePfns);
+	EXPECT_EQ(deflated.size(), Core::kOomDeflateWirePages);
 	for (uint64_t pfn : deflated)
 		EXPECT_TRUE(listed_before_oom.count(pfn)) << "the OOM deflate named page " << pfn << " not yet acknowledged";
 	// Its message used a slot no inflate message was using at the time.
@@ -216,7 +216,7 @@ TEST(BalloonPipeline, AnOomDeflateBetweenBatchesTakesOnlyAcknowledgedPages)
 		}
 	}
 	EXPECT_EQ(expect_inserted_only_after_ack(guest.os), kStep);
-	expect_accounted(guest, 2 * kStep - Core::kOomDeflatePfns);
+	expect_accounted(guest, 2 * kStep - Core::kOomDeflateWirePages);
 	EXPECT_EQ(guest.settle(), vb::StepResult::kSettled);
 	expect_accounted(guest, 2 * kStep);
 }

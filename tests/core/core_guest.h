@@ -50,7 +50,7 @@ constexpr uint64_t kWithDeflateOnOom = kStandard | VB_FEATURE(VB_F_DEFLATE_ON_OO
 // The allocator, the balloon list, the core's count and `actual` agree.
 inline void expect_accounted(const Guest& guest, uint64_t ballooned)
 {
-	EXPECT_EQ(guest.balloon.balloon_pfns(), ballooned);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), ballooned);
 	EXPECT_EQ(guest.os.balloon_list.size() + guest.os.held.size(), ballooned);
 	EXPECT_TRUE(guest.os.dequeued.empty()) << "pages taken off the balloon and left nowhere";
 	EXPECT_EQ(guest.os.allocator.counts().balloon, ballooned);

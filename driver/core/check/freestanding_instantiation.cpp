@@ -39,3 +39,8 @@ struct DeclaredOnlyOs {
 } // namespace vb_check
 
 template class vb::Balloon<vb_check::DeclaredOnlyOs>;
+// Each part on its own too, so a member the facade does not reach is compiled as well.
+template class vb::PageBalloon<vb_check::DeclaredOnlyOs>;
+template class vb::Messenger<vb_check::DeclaredOnlyOs>;
+template class vb::FreePageHinter<vb_check::DeclaredOnlyOs>;
+template class vb::FreePageReporter<vb_check::DeclaredOnlyOs>;

@@ -78,7 +78,7 @@ template <class Fn> void for_each_part(const PageRun* runs, RunSpan span, Fn&& f
 // The pages of one call that were not acknowledged, and why. Messages go out in the order
 // of the runs, so the pages never sent are one span at the end; the lost ones are whatever
 // was in flight when the device went away.
-struct HostReply {
+struct [[nodiscard]] HostReply {
 	bool device_gone = false; // the OS gave up on the queue: nothing more will come back
 	bool refused = false;     // the queue refused a buffer with nothing in flight
 	RunSpan lost[kMessagesInFlightMax];

@@ -5,7 +5,9 @@
 // The core is a template over the OS type, so every call below is a direct call.
 //
 // Units: a "page" is a guest page of (1 << GuestTraits::page_shift) bytes and a PFN counts
-// guest pages. The wire unit (4 KiB) appears only inside the core's message builders.
+// guest pages. The wire unit (4 KiB, a "wire page") appears only inside the messenger's
+// message builders (messenger.h, pfn_packer.h) and in counts the core names `*_wire_pages`
+// (the target, `actual`, the step sizes); nothing in this contract counts wire pages.
 #ifndef VBALLOON_CORE_OS_INTERFACE_H
 #define VBALLOON_CORE_OS_INTERFACE_H
 
@@ -17,7 +19,13 @@
 
 namespace vb {
 
-// Contiguous guest pages.
+// Contiguous guest pages: the one page range type of the core and of its OS contract.
+// Two other types describe ranges, each for a reason of its own:
+// - RunSpan (host_reply.h) is a range of positions in an array of PageRuns (from a run
+//   index and an offset, so many pages across many runs), which is how a message and an
+//   outcome name their pages without copying them;
+// - Segment (below) is a range of guest-physical bytes as a virtqueue descriptor carries
+//   it, the wire's view.
 struct PageRun {
 	uint64_t first_pfn;
 	uint64_t count;

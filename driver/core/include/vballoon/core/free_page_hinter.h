@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// Free page hinting (VIRTIO_BALLOON_F_FREE_PAGE_HINT): while the host migrates the guest,
+// The free page hinter (VIRTIO_BALLOON_F_FREE_PAGE_HINT): while the host migrates the guest,
 // tell it which blocks are free so it can skip sending them. The device asks with a command
 // id in config space; the driver echoes the id on free_page_vq, hands over free blocks of
 // the largest order as in-buffers, and closes the round with STOP. The blocks stay with the
@@ -9,16 +9,102 @@
 //
 // Nothing here takes the balloon lock: a round may sleep on free_page_vq for as long as the
 // device is slow, and inflate, deflate and the OOM notifier must not wait behind it.
-#ifndef VBALLOON_CORE_BALLOON_HINT_H
-#define VBALLOON_CORE_BALLOON_HINT_H
+#ifndef VBALLOON_CORE_FREE_PAGE_HINTER_H
+#define VBALLOON_CORE_FREE_PAGE_HINTER_H
 
-#include "vballoon/core/balloon.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vballoon/core/counters.h"
+#include "vballoon/core/features.h"
+#include "vballoon/core/os_interface.h"
+#include "vballoon/support/atomic.h"
+#include "vballoon/support/freestanding.h"
+#include "vballoon/support/invariant.h"
+#include "vballoon/support/mutant.h"
 
 namespace vb {
 
-template <BalloonOs Os> bool Balloon<Os>::hint_config_changed()
+// Own state, own queue (free_page_vq), no balloon lock. The worker (one caller at a time)
+// alone touches the plain fields; the config-change callback and the shrinker only the
+// atomic ones.
+template <BalloonOs Os> class FreePageHinter {
+public:
+	// Smaller blocks a round takes once the largest run out: down to this many orders
+	// below the largest (order 4, 64 KiB, under 4 MiB blocks), and only while the guest
+	// keeps 1/kHintReserveShare of its memory free besides.
+	static constexpr unsigned kHintOrdersBelowLargest = 6;
+	static constexpr uint64_t kHintReserveShare = 64;
+
+	FreePageHinter(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
+		       BalloonCounters& counters)
+		: os_(os), features_(negotiated_features), traits_(traits),
+		  wire_pages_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)), counters_(counters)
+	{
+	}
+
+	FreePageHinter(const FreePageHinter&) = delete;
+	FreePageHinter& operator=(const FreePageHinter&) = delete;
+
+	// After DRIVER_OK (and on restore): hinting may run again.
+	void start() { hint_stop_requested_.test_and_clear(); }
+	// From the OS's config-change callback, in any context (never sleeps, takes no lock):
+	// free_page_hint_cmd_id may have changed. True when the OS should queue its hint work
+	// item (which then calls handle_free_page_hint()).
+	bool hint_config_changed();
+	// The hint work item. Reads the command id; on a new id runs a round (the id on
+	// free_page_vq, then free blocks of the largest order as in-buffers until the OS has none
+	// or the id changes, then STOP) and repeats while the id keeps changing; on DONE gives
+	// every hinted block back. Sleeps on free_page_vq, never holds the balloon lock, so
+	// inflate and deflate go on beside it. One caller at a time (a work item).
+	void handle_free_page_hint();
+	// The shrinker. Pages (guest pages) held as hints right now.
+	uint64_t hint_held_pages() const { return hint_held_pages_.get(); }
+	// Gives at least max_pages (rounded up to whole blocks) back to the guest, or all it
+	// holds; returns the guest pages freed. Any thread, also while a round runs (which goes
+	// on). A guest that keeps a pattern in free pages gets it written (free_page_run()).
+	uint64_t hint_release(uint64_t max_pages);
+	// Remove or freeze is coming: a running round ends at its next block (or wait), and
+	// no new one starts, until hint_device_reset(). Any thread; the OS then waits for its
+	// hint work item to finish.
+	void hint_stop() { hint_stop_requested_.set(); }
+	// The device was reset or is going away, and the OS has stopped its hint work item:
+	// the buffers on free_page_vq are gone, and every held block goes back to the guest.
+	void hint_device_reset();
+
+private:
+	bool negotiated() const { return has_feature(features_, VB_F_FREE_PAGE_HINT); }
+	uint32_t read_hint_cmd_id();
+	void run_hint_round(uint32_t cmd_id);
+	bool hint_add(const Segment* out, const Segment* in, void* token);
+	void hint_reap_used();
+	bool hint_wait_used();
+	uint64_t hint_give_back(uint64_t max_pages, bool after_done);
+	unsigned hint_order() const;
+	uint64_t hint_small_block_budget();
+
+	Os& os_;
+	const uint64_t features_;
+	const GuestTraits traits_;
+	const uint32_t wire_pages_per_page_;
+	BalloonCounters& counters_;
+	// The two id buffers are read by the device, so they live here.
+	uint32_t hint_id_buffer_ = VB_CMD_ID_STOP;   // the round's id, sent once
+	uint32_t hint_stop_buffer_ = VB_CMD_ID_STOP; // STOP, closing a round
+	uint8_t hint_block_token_ = 0;               // the token of every hinted block
+	uint32_t hint_cmd_id_active_ = VB_CMD_ID_STOP; // id of the last round we ran
+	uint32_t hint_cmd_id_seen_ = VB_CMD_ID_STOP;   // what config said when last read
+	uint32_t hint_in_flight_ = 0;                  // buffers on free_page_vq
+	bool hint_id_in_flight_ = false;
+	Flag hint_config_dirty_;
+	Flag hint_done_seen_; // DONE read and not yet followed by a new round
+	Flag hint_stop_requested_; // hint_stop(): remove or freeze waits for the round
+	Counter hint_held_pages_;
+};
+
+template <BalloonOs Os> bool FreePageHinter<Os>::hint_config_changed()
 {
-	if (!negotiated(VB_F_FREE_PAGE_HINT))
+	if (!negotiated())
 		return false;
 	hint_config_dirty_.set();
 	return true;
@@ -26,14 +112,14 @@ template <BalloonOs Os> bool Balloon<Os>::hint_config_changed()
 
 // Config space is read only after a config change was announced: in a real guest every
 // read is a trap to the host, and a round asks before every block.
-template <BalloonOs Os> uint32_t Balloon<Os>::read_hint_cmd_id()
+template <BalloonOs Os> uint32_t FreePageHinter<Os>::read_hint_cmd_id()
 {
 	if (hint_config_dirty_.test_and_clear())
 		hint_cmd_id_seen_ = os_.config_read32(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET);
 	return hint_cmd_id_seen_;
 }
 
-template <BalloonOs Os> unsigned Balloon<Os>::hint_order() const
+template <BalloonOs Os> unsigned FreePageHinter<Os>::hint_order() const
 {
 	// A block is one descriptor, whose length is 32 bits.
 	return min(traits_.max_alloc_order, 31u - traits_.page_shift);
@@ -41,7 +127,7 @@ template <BalloonOs Os> unsigned Balloon<Os>::hint_order() const
 
 // The pages a round may hint in blocks smaller than the largest order: the guest's free
 // memory now, less a reserve. Nothing when the OS does not say how much is free.
-template <BalloonOs Os> uint64_t Balloon<Os>::hint_small_block_budget()
+template <BalloonOs Os> uint64_t FreePageHinter<Os>::hint_small_block_budget()
 {
 	MemoryStats stats{};
 
@@ -54,9 +140,9 @@ template <BalloonOs Os> uint64_t Balloon<Os>::hint_small_block_budget()
 	return free_pages > reserve ? free_pages - reserve : 0;
 }
 
-template <BalloonOs Os> void Balloon<Os>::handle_free_page_hint()
+template <BalloonOs Os> void FreePageHinter<Os>::handle_free_page_hint()
 {
-	if (!negotiated(VB_F_FREE_PAGE_HINT))
+	if (!negotiated())
 		return;
 	// The OS calls this because config changed; read it even if the flag was consumed.
 	hint_config_dirty_.set();
@@ -92,7 +178,7 @@ template <BalloonOs Os> void Balloon<Os>::handle_free_page_hint()
 
 // Collects what the device returned. Used buffers need nothing more: the blocks stay on the
 // hint list, the id buffers are ours.
-template <BalloonOs Os> void Balloon<Os>::hint_reap_used()
+template <BalloonOs Os> void FreePageHinter<Os>::hint_reap_used()
 {
 	uint32_t len;
 
@@ -109,7 +195,7 @@ template <BalloonOs Os> void Balloon<Os>::hint_reap_used()
 }
 
 // Sleeps until the device returns one buffer. False when it never will (device gone).
-template <BalloonOs Os> bool Balloon<Os>::hint_wait_used()
+template <BalloonOs Os> bool FreePageHinter<Os>::hint_wait_used()
 {
 	uint32_t len;
 	void* token = os_.queue_wait_used(QueueKind::kFreePage, &len);
@@ -131,7 +217,7 @@ template <BalloonOs Os> bool Balloon<Os>::hint_wait_used()
 
 // Adds one buffer, waiting for the device to make room when the ring is full. False when
 // the device will never make room.
-template <BalloonOs Os> bool Balloon<Os>::hint_add(const Segment* out, const Segment* in, void* token)
+template <BalloonOs Os> bool FreePageHinter<Os>::hint_add(const Segment* out, const Segment* in, void* token)
 {
 	for (;;) {
 		if (os_.queue_add(QueueKind::kFreePage, out, out ? 1 : 0, in, in ? 1 : 0, token)) {
@@ -146,7 +232,7 @@ template <BalloonOs Os> bool Balloon<Os>::hint_add(const Segment* out, const Seg
 	}
 }
 
-template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
+template <BalloonOs Os> void FreePageHinter<Os>::run_hint_round(uint32_t cmd_id)
 {
 	unsigned order = hint_order();
 	const unsigned smallest_order = order > kHintOrdersBelowLargest ? order - kHintOrdersBelowLargest : 0;
@@ -229,7 +315,7 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 		hint_held_pages_.add(block_pages);
 		os_.hint_list_insert(block);
 		counters_.hint_blocks.add(1);
-		counters_.hint_pages.add(block_pages * pfns_per_page_);
+		counters_.hint_pages.add(block_pages * wire_pages_per_page_);
 	}
 
 	Segment stop_out = {os_.phys_addr(&hint_stop_buffer_), sizeof(hint_stop_buffer_)};
@@ -247,7 +333,7 @@ template <BalloonOs Os> void Balloon<Os>::run_hint_round(uint32_t cmd_id)
 // on the free itself). A guest that keeps none writes nothing: its next user of the page
 // writes it before reading, as Linux's virtio_balloon relies on. So no 4 MiB pattern per
 // block, re-dirtying memory in the middle of a migration, for Debian's default guest.
-template <BalloonOs Os> uint64_t Balloon<Os>::hint_give_back(uint64_t max_pages, bool after_done)
+template <BalloonOs Os> uint64_t FreePageHinter<Os>::hint_give_back(uint64_t max_pages, bool after_done)
 {
 	constexpr size_t kBatch = 16;
 	PageRun runs[kBatch];
@@ -266,28 +352,31 @@ template <BalloonOs Os> uint64_t Balloon<Os>::hint_give_back(uint64_t max_pages,
 				run.flags = VB_MUTANT(FPH10_HINTED_CONTENT_TRUSTED_AFTER_DONE) ? kPageRunDeviceInitialised : 0;
 			// hint_list_take() hands back each block as it was inserted.
 			run.flags |= kPageRunWholeBlock;
+			// Counted when hinted, before it reached the list: never more given back
+			// than held, whichever thread (worker or shrinker) takes it.
+			VB_INVARIANT(hint_held_pages_.get() >= run.count);
 			hint_held_pages_.sub(run.count);
 			os_.free_page_run(run);
 			freed += run.count;
 			if (after_done)
-				counters_.hint_pages_returned.add(run.count * pfns_per_page_);
+				counters_.hint_pages_returned.add(run.count * wire_pages_per_page_);
 			else
-				counters_.hint_pages_released_early.add(run.count * pfns_per_page_);
+				counters_.hint_pages_released_early.add(run.count * wire_pages_per_page_);
 		}
 	}
 	return freed;
 }
 
-template <BalloonOs Os> uint64_t Balloon<Os>::hint_release(uint64_t max_pages)
+template <BalloonOs Os> uint64_t FreePageHinter<Os>::hint_release(uint64_t max_pages)
 {
-	if (!negotiated(VB_F_FREE_PAGE_HINT))
+	if (!negotiated())
 		return 0;
 	return hint_give_back(max_pages, hint_done_seen_.get());
 }
 
-template <BalloonOs Os> void Balloon<Os>::hint_device_reset()
+template <BalloonOs Os> void FreePageHinter<Os>::hint_device_reset()
 {
-	if (!negotiated(VB_F_FREE_PAGE_HINT))
+	if (!negotiated())
 		return;
 	// The rings were reset: no buffer is in flight any more.
 	hint_stop_requested_.test_and_clear();

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 //
 // Inflate: take free guest memory, largest blocks first, and hand it to the host.
-#ifndef VBALLOON_CORE_BALLOON_INFLATE_H
-#define VBALLOON_CORE_BALLOON_INFLATE_H
+#ifndef VBALLOON_CORE_PAGE_BALLOON_INFLATE_H
+#define VBALLOON_CORE_PAGE_BALLOON_INFLATE_H
 
-#include "vballoon/core/balloon.h"
+#include "vballoon/core/page_balloon.h"
 
 namespace vb {
 
@@ -14,7 +14,7 @@ namespace vb {
 // says how many pages it added. The allocator is never pushed: a failed order is not
 // retried in this call, and running out of order-0 pages ends the step.
 template <BalloonOs Os>
-size_t Balloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
+size_t PageBalloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
 				  uint64_t* allocated, bool* short_of_pages)
 {
 	size_t run_count = first_run;
@@ -40,7 +40,7 @@ size_t Balloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, HeldB
 		if (!run_fits_wire_pfns(block, traits_.page_shift)) {
 			// Held aside until the step ends, so the allocator does not hand the same
 			// blocks straight back.
-			counters_.unreachable_pages.add(block.count * pfns_per_page_);
+			counters_.unreachable_pages.add(block.count * wire_pages_per_page_);
 			unreachable->blocks[unreachable->count++] = block;
 			if (unreachable->count == kUnreachableHeld) {
 				*short_of_pages = true;
@@ -73,7 +73,7 @@ size_t Balloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, HeldB
 // [a-4M, a-2M), [a-2M, a). Once the last run has grown into the one before it, the two
 // become one, so a batch over contiguous free memory is one run: one chunk descriptor on
 // the wire and one discard on the host instead of one per 4 MiB.
-template <BalloonOs Os> size_t Balloon<Os>::fold_last_run(size_t first_run, size_t run_count)
+template <BalloonOs Os> size_t PageBalloon<Os>::fold_last_run(size_t first_run, size_t run_count)
 {
 	if (run_count < first_run + 2)
 		return run_count;
@@ -92,19 +92,19 @@ template <BalloonOs Os> size_t Balloon<Os>::fold_last_run(size_t first_run, size
 }
 
 // Pages the `batch_index`th batch of a step allocates before it goes to the host: a
-// message's worth of PFNs, or with VB_F_X_CHUNKED kChunkedFirstBatchPfns doubled with each
-// batch up to kChunkedBatchPfnsMax; never less than the largest block, so batching never
+// message's worth of PFNs, or with VB_F_X_CHUNKED kChunkedFirstBatchWirePages doubled with each
+// batch up to kChunkedBatchWirePagesMax; never less than the largest block, so batching never
 // makes the blocks smaller.
-template <BalloonOs Os> uint64_t Balloon<Os>::batch_pages(unsigned batch_index) const
+template <BalloonOs Os> uint64_t PageBalloon<Os>::batch_pages(unsigned batch_index) const
 {
-	uint64_t pfns = kPfnsPerMessage;
-	if (chunked()) {
-		pfns = kChunkedFirstBatchPfns;
-		for (unsigned i = 0; i < batch_index && pfns < kChunkedBatchPfnsMax; i++)
-			pfns *= 2;
-		pfns = min(pfns, kChunkedBatchPfnsMax);
+	uint64_t wire_pages = kWirePagesPerMessage;
+	if (messenger_.chunked()) {
+		wire_pages = kChunkedFirstBatchWirePages;
+		for (unsigned i = 0; i < batch_index && wire_pages < kChunkedBatchWirePagesMax; i++)
+			wire_pages *= 2;
+		wire_pages = min(wire_pages, kChunkedBatchWirePagesMax);
 	}
-	return max<uint64_t>(pfns / pfns_per_page_, 1ull << max_chunk_order_);
+	return max<uint64_t>(wire_pages / wire_pages_per_page_, 1ull << max_chunk_order_);
 }
 
 // One step, as a pipeline: the guest allocates a batch, puts its messages on the ring and
@@ -119,15 +119,16 @@ template <BalloonOs Os> uint64_t Balloon<Os>::batch_pages(unsigned batch_index) 
 // what may run then, and why nothing is lost (docs/design.md, "Pipelined inflate"):
 // - a deflate from the OOM notifier: it sends on deflateq, takes only pages already on
 //   the balloon list (acknowledged ones), and uses message slots the inflate does not
-//   hold (the inflate holds at most kPipelineSlots, four of the five, so one is free);
-// - migration: refused while the inflate owns inflateq (inflate_held_slots_ set), as when
+//   hold (the messenger gives a pipeline at most kPipelineSlotMask, four of the five, so
+//   one is free);
+// - migration: refused while the inflate owns inflateq (pipeline_holds_inflateq()), as when
 //   the lock is busy; compaction tries again later;
 // - hinting and reporting use their own queues and never this lock.
 // A page joins the balloon list and `actual` only once its message is acknowledged; never
 // sent pages go back to the guest, lost ones stay until a reset (host_reply.h).
-template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
+template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire_pages)
 {
-	const uint64_t wanted_pages = wanted_pfns / pfns_per_page_;
+	const uint64_t wanted_pages = wanted_wire_pages / wire_pages_per_page_;
 	const bool guest_initialises = traits_.initialise_before_inflate &&
 				       !negotiated(VB_F_X_INIT_ON_INFLATE) &&
 				       !VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING);
@@ -139,7 +140,7 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 		keep_inflated(run);
 		acknowledged_pages += run.count;
 	};
-	Outbox box(QueueKind::kInflate, inflate_runs_, traits_.page_shift, kPipelineSlots);
+	Outbox box = messenger_.open_pipeline(QueueKind::kInflate, inflate_runs_);
 	HeldBlocks unreachable;
 	uint64_t allocated = 0;
 	size_t run_count = 0;
@@ -147,20 +148,20 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 	bool short_of_pages = false;
 	unsigned batches = 0;
 
-	outbox_open(box);
 	// Under the lock: collect what the host returned, send what is allocated, and say
 	// whether allocating more still makes sense.
 	auto exchange = [&] {
-		outbox_extend(box, run_count);
+		messenger_.extend(box, run_count);
 		if (awaits_acks) {
-			while (box.in_flight && outbox_collect(box, acknowledged, InitialisedBits::kRecord, false)) {
+			while (box.in_flight_mask &&
+			       messenger_.collect(box, acknowledged, InitialisedBits::kRecord, false)) {
 			}
 		}
-		outbox_push(box, acknowledged);
+		messenger_.push(box, acknowledged);
 		// A queue that refuses with nothing in flight, or a device gone: stop here.
-		if (box.unfit || box.device_gone || (!box.in_flight && box.packed_slot >= 0))
+		if (box.unfit || box.device_gone || (!box.in_flight_mask && box.packed_slot >= 0))
 			allocating = false;
-		inflate_held_slots_ = box.held();
+		messenger_.park(box);
 	};
 
 	for (;;) {
@@ -172,10 +173,10 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 			if (allocated) {
 				// The host may lower the target while a step runs: ask again,
 				// counting what is ballooned and what is on its way.
-				const uint64_t target = target_pfns();
-				const uint64_t committed = balloon_pfns_.get() +
-							   (allocated - acknowledged_pages) * pfns_per_page_;
-				batch = target > committed ? min(batch, (target - committed) / pfns_per_page_) : 0;
+				const uint64_t target = target_wire_pages();
+				const uint64_t committed = balloon_wire_pages_.get() +
+							   (allocated - acknowledged_pages) * wire_pages_per_page_;
+				batch = target > committed ? min(batch, (target - committed) / wire_pages_per_page_) : 0;
 				if (!batch)
 					allocating = false;
 			}
@@ -199,7 +200,7 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 				continue;
 			}
 		}
-		if (!box.in_flight || !awaits_acks)
+		if (!box.in_flight_mask || !awaits_acks)
 			break;
 		// Everything allocated is on the ring or waits for room on it: wait for the
 		// host, without the lock.
@@ -207,9 +208,9 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 		void* token = os_.queue_wait_used(QueueKind::kInflate, &len);
 		os_.lock();
 		if (token)
-			outbox_take(box, token, len, acknowledged, InitialisedBits::kRecord);
+			messenger_.take(box, token, len, acknowledged, InitialisedBits::kRecord);
 		else
-			outbox_lose_in_flight(box);
+			messenger_.lose_in_flight(box);
 		exchange();
 		os_.unlock();
 	}
@@ -217,14 +218,18 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 	bool all_acknowledged = true;
 	if (allocated) {
 		os_.lock();
-		inflate_held_slots_ = 0;
-		HostReply reply = outbox_close(box);
-		reply.for_each_unacknowledged(inflate_runs_, [this](PageRun run, MessageOutcome outcome) {
+		HostReply reply = messenger_.close_pipeline(box);
+		uint64_t unacknowledged_pages = 0;
+		reply.for_each_unacknowledged(inflate_runs_, [&](PageRun run, MessageOutcome outcome) {
 			if (outcome == MessageOutcome::kLost)
 				keep_inflated(run); // the host may hold it: not the guest's until a reset
 			else
 				os_.free_page_run(run); // never sent: still the guest's
+			unacknowledged_pages += run.count;
 		});
+		// Every page allocated went to the balloon or back to the guest, once.
+		VB_INVARIANT(box.total_pages == allocated);
+		VB_INVARIANT(acknowledged_pages + unacknowledged_pages == allocated);
 		all_acknowledged = reply.all_acknowledged();
 		update_actual_locked();
 		os_.unlock();
@@ -241,11 +246,11 @@ template <BalloonOs Os> StepResult Balloon<Os>::inflate(uint64_t wanted_pfns)
 }
 
 // Pages the host took (or may have taken): on the balloon list, counted in `actual`.
-template <BalloonOs Os> void Balloon<Os>::keep_inflated(PageRun run)
+template <BalloonOs Os> void PageBalloon<Os>::keep_inflated(PageRun run)
 {
 	os_.balloon_list_insert(run);
-	balloon_pfns_.add(run.count * pfns_per_page_);
-	counters_.pages_inflated.add(run.count * pfns_per_page_);
+	balloon_wire_pages_.add(run.count * wire_pages_per_page_);
+	counters_.pages_inflated.add(run.count * wire_pages_per_page_);
 	// Without deflate-on-OOM the guest must not count on these pages ever coming back.
 	if (!negotiated(VB_F_DEFLATE_ON_OOM))
 		os_.adjust_managed_pages(run, false);

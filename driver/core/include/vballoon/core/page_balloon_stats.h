@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 //
 // Memory statistics: the device returns our one buffer to ask, we refill and hand it back.
-#ifndef VBALLOON_CORE_BALLOON_STATS_H
-#define VBALLOON_CORE_BALLOON_STATS_H
+#ifndef VBALLOON_CORE_PAGE_BALLOON_STATS_H
+#define VBALLOON_CORE_PAGE_BALLOON_STATS_H
 
-#include "vballoon/core/balloon.h"
+#include "vballoon/core/page_balloon.h"
 
 namespace vb {
 
-template <BalloonOs Os> void Balloon<Os>::handle_stats_request()
+template <BalloonOs Os> void PageBalloon<Os>::handle_stats_request()
 {
 	uint32_t len;
 	void* token = os_.queue_get_used(QueueKind::kStats, &len);

@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The messenger: telling the host about guest pages on inflateq or deflateq, several
+// messages in flight at once. A message is a PFN array of 4 KiB wire pages (the standard
+// format) or, with VB_F_X_CHUNKED, a chain of chunk descriptors; with
+// VB_F_X_INIT_ON_INFLATE an inflate message also carries a bitmap the device fills in.
+// Every page a caller names ends in exactly one MessageOutcome (host_reply.h): acknowledged
+// (the caller's callback ran for it, once), never sent or lost (the reply names it).
+//
+// Two ways to send, both called with the balloon lock held:
+// - tell_host(): one call from start to end under the lock (deflate, migration, the OOM
+//   notifier);
+// - a pipeline (open_pipeline() ... close_pipeline()): the inflate hands the outbox its
+//   runs batch by batch and lets go of the lock between batches, messages still in flight.
+//
+// The lock rule between the two is the messenger's, not its callers': a pipeline holds at
+// most kPipelineSlotMask of the kMessageSlots message slots, so a tell_host() that runs
+// while a pipeline is parked between batches (a deflate from the OOM notifier) always finds
+// a free slot, and pipeline_holds_inflateq() tells migration it must not send on inflateq
+// (it would take the pipeline's acknowledgements for its own).
+#ifndef VBALLOON_CORE_MESSENGER_H
+#define VBALLOON_CORE_MESSENGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vballoon/core/chunk_packer.h"
+#include "vballoon/core/core_log.h"
+#include "vballoon/core/counters.h"
+#include "vballoon/core/features.h"
+#include "vballoon/core/host_reply.h"
+#include "vballoon/core/log_limit.h"
+#include "vballoon/core/os_interface.h"
+#include "vballoon/core/pfn_packer.h"
+#include "vballoon/support/freestanding.h"
+#include "vballoon/support/invariant.h"
+#include "vballoon/support/mutant.h"
+
+namespace vb {
+
+template <BalloonOs Os> class Messenger {
+public:
+	// The wire cap per inflate/deflate descriptor that every known device accepts.
+	static constexpr uint32_t kWirePagesPerMessage = VB_PFNS_PER_DESCRIPTOR_MAX;
+	// Descriptors in flight at once; the spec does not ask the driver to wait for each.
+	static constexpr uint32_t kMessagesInFlight = kMessagesInFlightMax;
+	// With VB_F_X_CHUNKED: chunk descriptors per message, at most.
+	static constexpr uint32_t kChunksPerMessageMax = 32;
+	// Message slots: one more than a call may have in flight, so that while a pipeline
+	// holds its four between batches (the lock let go), a tell_host() still finds one.
+	static constexpr uint32_t kMessageSlots = kMessagesInFlight + 1;
+	// The slots a pipeline may use (a bit mask over the kMessageSlots slots).
+	static constexpr uint32_t kPipelineSlotMask = (1u << kMessagesInFlight) - 1;
+	static_assert(__builtin_popcount(kPipelineSlotMask) < kMessageSlots,
+		      "a pipeline parked between batches must leave tell_host() a slot");
+	static_assert(kMessageSlots <= 32, "slot masks are 32 bits");
+
+	// Whether the device's initialised bits of an acknowledged inflate are recorded on the
+	// balloon list (kIgnore: the pages are not on the list, as in migration).
+	enum class InitialisedBits : uint8_t { kRecord, kIgnore };
+
+	// The messages of one call on one queue: what was packed, sent and acknowledged so far.
+	// Its fields are read by the pipeline's owner to decide when to allocate and when to
+	// wait; only the messenger writes them.
+	struct Outbox {
+		Outbox(QueueKind kind, const PageRun* page_runs, unsigned page_shift, uint32_t usable_mask)
+			: queue(kind), runs(page_runs), pfn_packer(page_runs, 0, page_shift),
+			  chunk_packer(page_runs, 0, page_shift), slot_mask(usable_mask)
+		{
+		}
+		QueueKind queue;
+		const PageRun* runs;
+		size_t run_count = 0;
+		uint64_t total_pages = 0; // guest pages in runs[0, run_count)
+		PfnPacker pfn_packer;
+		ChunkPacker chunk_packer;
+		RunCursor packed_end; // where the next message starts
+		uint64_t sent_pages = 0;         // guest pages of messages the queue took
+		uint64_t acknowledged_pages = 0; // guest pages of messages the device returned
+		uint32_t slot_mask;          // the message slots this outbox may use
+		uint32_t in_flight_mask = 0; // slots whose message is on the ring
+		int packed_slot = -1;        // a message packed but not yet accepted by the queue
+		bool unfit = false;          // no message fits the ring: nothing is ever sent
+		bool device_gone = false;
+		RunSpan lost[kMessagesInFlightMax];
+		uint32_t lost_count = 0;
+
+		// Slots holding a message of this outbox (on the ring or waiting for room).
+		uint32_t held_mask() const
+		{
+			return in_flight_mask | (packed_slot >= 0 ? 1u << packed_slot : 0);
+		}
+	};
+
+	Messenger(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
+		  BalloonCounters& counters)
+		: os_(os), features_(negotiated_features), page_shift_(traits.page_shift),
+		  wire_pages_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)),
+		  initialise_before_inflate_(traits.initialise_before_inflate), counters_(counters)
+	{
+		const QueueKind page_queues[] = {QueueKind::kInflate, QueueKind::kDeflate};
+		for (QueueKind queue : page_queues) {
+			const uint32_t ring = os.queue_size(queue);
+			const uint32_t bitmap = carries_bitmap(queue) ? 1 : 0;
+			// Room for every message in flight, each with its bitmap where one
+			// travels; at least one chunk, even if then only one message fits.
+			const uint32_t per_message = ring / kMessagesInFlight;
+			ring_size_[index(queue)] = ring;
+			chunks_per_message_[index(queue)] =
+				min(kChunksPerMessageMax, per_message > bitmap ? per_message - bitmap : 1);
+		}
+	}
+
+	Messenger(const Messenger&) = delete;
+	Messenger& operator=(const Messenger&) = delete;
+
+	// Sends every run, in order, in messages of at most kWirePagesPerMessage wire pages (or
+	// the queue's chunks per message), up to kMessagesInFlight at once (fewer while a
+	// pipeline is parked), and returns once nothing is in flight. `on_acknowledged(PageRun)`
+	// runs for the pages of each message as the device returns it, before the
+	// device-initialised bits of that message are recorded (unless `bits` says the pages are
+	// not on the balloon list); the pages of messages that were refused or lost come back
+	// in the reply. Balloon lock held.
+	template <class OnAcknowledged>
+	[[nodiscard]] HostReply tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
+					  OnAcknowledged&& on_acknowledged,
+					  InitialisedBits bits = InitialisedBits::kRecord);
+
+	// ---- The pipeline (the inflate, page_balloon_inflate.h) ----------------------------
+	// An outbox over `runs`, which the caller fills and hands over with extend(). May be
+	// opened without the lock; every other call below takes it held.
+	Outbox open_pipeline(QueueKind queue, const PageRun* runs);
+	// runs[0, run_count) are now the outbox's: those past the previous count are appended.
+	void extend(Outbox& box, size_t run_count);
+	// Adds messages while there are pages, free slots and room on the ring; kicks once.
+	template <class OnAcknowledged> void push(Outbox& box, OnAcknowledged& on_acknowledged);
+	// Takes one buffer the device returned, waiting for it if `wait`. False when there is
+	// none: not yet (without wait), or never (the device is gone; in-flight messages lost).
+	template <class OnAcknowledged>
+	bool collect(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits, bool wait);
+	// The device returned `token` (which the caller waited for without the lock), having
+	// written `len` bytes into it.
+	template <class OnAcknowledged>
+	void take(Outbox& box, void* token, uint32_t len, OnAcknowledged& on_acknowledged,
+		  InitialisedBits bits);
+	// The OS gave up on the queue (device reset or removal): nothing in flight will come
+	// back, and the host will not say what it did with it.
+	void lose_in_flight(Outbox& box);
+	// The caller is about to let go of the lock with `box`'s messages in flight: its slots
+	// stay its own, and it owns inflateq, until close_pipeline().
+	void park(const Outbox& box) { pipeline_held_mask_ = box.held_mask(); }
+	// Nothing of the pipeline is in flight any more: what became of the pages not
+	// acknowledged.
+	[[nodiscard]] HostReply close_pipeline(Outbox& box)
+	{
+		pipeline_held_mask_ = 0;
+		return close(box);
+	}
+	// A pipeline is parked with messages of its own: inflateq's acknowledgements are its.
+	bool pipeline_holds_inflateq() const { return pipeline_held_mask_ != 0; }
+
+	uint32_t ring_size(QueueKind queue) const { return ring_size_[index(queue)]; }
+	uint32_t chunks_per_message(QueueKind queue) const { return chunks_per_message_[index(queue)]; }
+	// Descriptors one message of `chunks` chunks takes: the payload, and the bitmap where
+	// one travels.
+	uint32_t descriptors_per_message(QueueKind queue, uint32_t chunks) const
+	{
+		return (chunked() ? chunks : 1) + (carries_bitmap(queue) ? 1 : 0);
+	}
+	bool chunked() const { return has_feature(features_, VB_F_X_CHUNKED); }
+
+private:
+	// One inflate/deflate request. In PFN mode `wire_pfns` is the payload; with
+	// VB_F_X_CHUNKED the chunk segments themselves are the payload and `wire_pfns` is
+	// unused. With VB_F_X_INIT_ON_INFLATE the device writes one bit per wire page (or per
+	// chunk) into `initialised`.
+	struct Message {
+		union { // one or the other, as VB_F_X_CHUNKED says
+			uint32_t wire_pfns[kWirePagesPerMessage];
+			Segment chunks[kChunksPerMessageMax];
+		};
+		uint8_t initialised[kWirePagesPerMessage / 8];
+		uint32_t count; // wire PFNs or chunks
+		RunSpan span;   // the guest pages of the outbox's runs this message carries
+	};
+
+	// The slots a call may use: the lowest kMessagesInFlight of those no parked pipeline
+	// holds. Never empty (kPipelineSlotMask leaves one).
+	uint32_t free_slot_mask() const
+	{
+		uint32_t free = ((1u << kMessageSlots) - 1) & ~pipeline_held_mask_;
+		uint32_t usable = 0;
+		for (uint32_t n = 0; free && n < kMessagesInFlight; n++) {
+			usable |= free & -free;
+			free &= free - 1;
+		}
+		return usable;
+	}
+	// A message that can never fit is never tried: no chain is longer than its ring.
+	void open(Outbox& box) { box.unfit = descriptors_per_message(box.queue, 1) > ring_size(box.queue); }
+	bool all_packed(const Outbox& box) const
+	{
+		return chunked() ? box.chunk_packer.done() : box.pfn_packer.done();
+	}
+	[[nodiscard]] HostReply close(Outbox& box);
+	void pack_message(Message& message, Outbox& box);
+	bool add_message(QueueKind queue, Message& message);
+	int slot_of(const void* token, uint32_t in_flight_mask) const;
+	static uint64_t lost_pages(const HostReply& reply);
+	void record_device_initialised(const Message& message, uint32_t written_bytes);
+	bool carries_bitmap(QueueKind queue) const
+	{
+		return queue == QueueKind::kInflate && has_feature(features_, VB_F_X_INIT_ON_INFLATE);
+	}
+	static size_t index(QueueKind queue) { return queue == QueueKind::kInflate ? 0 : 1; }
+
+	Os& os_;
+	const uint64_t features_;
+	const unsigned page_shift_;
+	const uint32_t wire_pages_per_page_;
+	const bool initialise_before_inflate_;
+	BalloonCounters& counters_;
+	uint32_t ring_size_[2];          // inflateq, deflateq
+	uint32_t chunks_per_message_[2]; // inflateq, deflateq (VB_F_X_CHUNKED)
+	// Buffers the device reads: they must live where phys_addr() can name them.
+	Message messages_[kMessageSlots];
+	// While a pipeline has let go of the lock between batches: the message slots it holds,
+	// which no other call may use.
+	uint32_t pipeline_held_mask_ = 0;
+	// Error logs a broken device could otherwise flood.
+	LogLimit refused_log_;
+	LogLimit foreign_log_;
+};
+
+template <BalloonOs Os>
+template <class OnAcknowledged>
+HostReply Messenger<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
+				   OnAcknowledged&& on_acknowledged, InitialisedBits bits)
+{
+	Outbox box(queue, runs, page_shift_, free_slot_mask());
+	VB_INVARIANT(box.slot_mask != 0);
+	open(box);
+	extend(box, run_count);
+	for (;;) {
+		push(box, on_acknowledged);
+		if (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED))
+			break;
+		if (!box.in_flight_mask || !collect(box, on_acknowledged, bits, true))
+			break;
+	}
+	return close(box);
+}
+
+template <BalloonOs Os>
+typename Messenger<Os>::Outbox Messenger<Os>::open_pipeline(QueueKind queue, const PageRun* runs)
+{
+	Outbox box(queue, runs, page_shift_, kPipelineSlotMask);
+	open(box);
+	return box;
+}
+
+template <BalloonOs Os> void Messenger<Os>::extend(Outbox& box, size_t run_count)
+{
+	for (size_t i = box.run_count; i < run_count; i++)
+		box.total_pages += box.runs[i].count;
+	box.run_count = run_count;
+	box.pfn_packer.extend(run_count);
+	box.chunk_packer.extend(run_count);
+}
+
+template <BalloonOs Os>
+template <class OnAcknowledged>
+void Messenger<Os>::push(Outbox& box, OnAcknowledged& on_acknowledged)
+{
+	const QueueKind queue = box.queue;
+	bool added = false;
+
+	while (!box.unfit && !box.device_gone) {
+		if (box.packed_slot < 0) {
+			const uint32_t free = box.slot_mask & ~box.in_flight_mask;
+			if (all_packed(box) || !free)
+				break;
+			box.packed_slot = __builtin_ctz(free);
+			pack_message(messages_[box.packed_slot], box);
+		}
+		Message& message = messages_[box.packed_slot];
+		if (!add_message(queue, message))
+			break; // ring full: wait for the device to return one
+		box.in_flight_mask |= 1u << box.packed_slot;
+		box.sent_pages += message.span.pages;
+		if ((queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)) ||
+		    (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED)))
+			for_each_part(box.runs, message.span, on_acknowledged);
+		if (queue == QueueKind::kInflate && VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING) &&
+		    initialise_before_inflate_ && !has_feature(features_, VB_F_X_INIT_ON_INFLATE))
+			for_each_part(box.runs, message.span, [&](PageRun run) { os_.initialise_pages(run); });
+		box.packed_slot = -1;
+		added = true;
+		if (queue == QueueKind::kInflate)
+			counters_.inflate_messages.add(1);
+		else
+			counters_.deflate_messages.add(1);
+	}
+	if (added)
+		os_.queue_kick(queue);
+}
+
+template <BalloonOs Os>
+template <class OnAcknowledged>
+bool Messenger<Os>::collect(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits,
+			    bool wait)
+{
+	uint32_t len = 0;
+	void* token = wait ? os_.queue_wait_used(box.queue, &len) : os_.queue_get_used(box.queue, &len);
+
+	if (!token) {
+		if (wait)
+			lose_in_flight(box);
+		return false;
+	}
+	take(box, token, len, on_acknowledged, bits);
+	return true;
+}
+
+template <BalloonOs Os> void Messenger<Os>::lose_in_flight(Outbox& box)
+{
+	box.device_gone = true;
+	for (uint32_t slot = 0; slot < kMessageSlots; slot++) {
+		if (box.in_flight_mask & (1u << slot))
+			box.lost[box.lost_count++] = messages_[slot].span;
+	}
+	box.in_flight_mask = 0;
+}
+
+template <BalloonOs Os>
+template <class OnAcknowledged>
+void Messenger<Os>::take(Outbox& box, void* token, uint32_t len, OnAcknowledged& on_acknowledged,
+			 InitialisedBits bits)
+{
+	const QueueKind queue = box.queue;
+	const int slot = slot_of(token, box.in_flight_mask);
+	if (slot < 0) {
+		counters_.foreign_used_buffers.add(1);
+		if (foreign_log_.allow())
+			log_to(os_, LogLevel::kWarning,
+			       "vballoon: device returned a buffer it was not given on queue %u "
+			       "(%llu times)\n",
+			       static_cast<unsigned>(queue),
+			       static_cast<unsigned long long>(foreign_log_.occurrences()));
+		return;
+	}
+	box.in_flight_mask &= ~(1u << slot);
+	box.acknowledged_pages += messages_[slot].span.pages;
+	if (!(queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)))
+		for_each_part(box.runs, messages_[slot].span, on_acknowledged);
+	if (carries_bitmap(queue) && bits == InitialisedBits::kRecord)
+		record_device_initialised(messages_[slot], len);
+}
+
+// Nothing of the outbox is in flight any more: what became of the pages not acknowledged.
+template <BalloonOs Os> HostReply Messenger<Os>::close(Outbox& box)
+{
+	const QueueKind queue = box.queue;
+	HostReply reply;
+
+	reply.device_gone = box.device_gone;
+	for (uint32_t i = 0; i < box.lost_count; i++)
+		reply.lost[reply.lost_count++] = box.lost[i];
+	// Messages go out in the order of the runs: what was not sent is one span at the end.
+	reply.never_sent = {advance(box.runs, {}, box.sent_pages), box.total_pages - box.sent_pages};
+	if (reply.never_sent.pages && !reply.device_gone)
+		reply.refused = true;
+	// Every page in exactly one outcome: acknowledged, lost or never sent (only a mutant
+	// that treats a message as acknowledged once added leaves some in flight).
+	VB_INVARIANT(box.sent_pages <= box.total_pages);
+	VB_INVARIANT(box.acknowledged_pages + lost_pages(reply) <= box.sent_pages);
+	VB_INVARIANT(box.in_flight_mask != 0 ||
+		     box.acknowledged_pages + lost_pages(reply) == box.sent_pages);
+	if (box.unfit) {
+		counters_.queue_failures.add(1);
+		if (refused_log_.allow())
+			log_to(os_, LogLevel::kError,
+			       "vballoon: queue %u has %u descriptors, a message needs %u (%llu times)\n",
+			       static_cast<unsigned>(queue), ring_size(queue),
+			       descriptors_per_message(queue, 1),
+			       static_cast<unsigned long long>(refused_log_.occurrences()));
+	} else if (!reply.all_acknowledged()) {
+		counters_.queue_failures.add(1);
+		if (refused_log_.allow())
+			log_to(os_, LogLevel::kError,
+			       "vballoon: queue %u: %llu of %llu pages not acknowledged (%s, %llu "
+			       "times)\n",
+			       static_cast<unsigned>(queue),
+			       static_cast<unsigned long long>(box.total_pages - box.sent_pages +
+							       lost_pages(reply)),
+			       static_cast<unsigned long long>(box.total_pages),
+			       reply.device_gone ? "device gone" : "queue refused",
+			       static_cast<unsigned long long>(refused_log_.occurrences()));
+	}
+	return reply;
+}
+
+template <BalloonOs Os> uint64_t Messenger<Os>::lost_pages(const HostReply& reply)
+{
+	uint64_t pages = 0;
+	for (uint32_t i = 0; i < reply.lost_count; i++)
+		pages += reply.lost[i].pages;
+	return pages;
+}
+
+template <BalloonOs Os> int Messenger<Os>::slot_of(const void* token, uint32_t in_flight_mask) const
+{
+	for (uint32_t slot = 0; slot < kMessageSlots; slot++) {
+		if (token == &messages_[slot] && (in_flight_mask & (1u << slot)))
+			return static_cast<int>(slot);
+	}
+	return -1;
+}
+
+template <BalloonOs Os> void Messenger<Os>::pack_message(Message& message, Outbox& box)
+{
+	uint64_t pages = 0;
+
+	if (chunked()) {
+		message.count = box.chunk_packer.pack(message.chunks, chunks_per_message(box.queue));
+		for (uint32_t i = 0; i < message.count; i++)
+			pages += message.chunks[i].len >> page_shift_;
+	} else {
+		message.count = box.pfn_packer.pack(message.wire_pfns, kWirePagesPerMessage);
+		pages = message.count / wire_pages_per_page_;
+	}
+	message.span = {box.packed_end, pages};
+	box.packed_end = advance(box.runs, box.packed_end, pages);
+}
+
+template <BalloonOs Os> bool Messenger<Os>::add_message(QueueKind queue, Message& message)
+{
+	Segment pfn_array = {os_.phys_addr(message.wire_pfns), message.count * VB_PFN_ENTRY_BYTES};
+	const Segment* out = chunked() ? message.chunks : &pfn_array;
+	unsigned out_count = chunked() ? message.count : 1;
+	Segment bitmap = {os_.phys_addr(message.initialised), (message.count + 7) / 8};
+	bool wants_bitmap = carries_bitmap(queue);
+
+	if (wants_bitmap)
+		fill_bytes(message.initialised, 0, bitmap.len);
+	return os_.queue_add(queue, out, out_count, &bitmap, wants_bitmap ? 1 : 0, &message);
+}
+
+// Marks the pages whose bits the device set. A guest page counts only when every wire page
+// of it is set, and bits beyond what the device says it wrote stay clear.
+template <BalloonOs Os>
+void Messenger<Os>::record_device_initialised(const Message& message, uint32_t written_bytes)
+{
+	uint32_t bits_written = min<uint32_t>(written_bytes, sizeof(message.initialised)) * 8;
+	auto bit_set = [&](uint32_t i) {
+		return i < bits_written && (message.initialised[i / 8] >> (i % 8)) & 1;
+	};
+	PageRun run = {0, 0, kPageRunDeviceInitialised};
+	auto flush = [&] {
+		if (run.count) {
+			os_.balloon_list_mark_initialised(run);
+			counters_.pages_device_initialised.add(run.count * wire_pages_per_page_);
+		}
+		run.count = 0;
+	};
+
+	if (chunked()) {
+		for (uint32_t i = 0; i < message.count; i++) {
+			if (!bit_set(i))
+				continue;
+			PageRun chunk = {message.chunks[i].phys_addr >> page_shift_,
+					 message.chunks[i].len >> page_shift_, kPageRunDeviceInitialised};
+			os_.balloon_list_mark_initialised(chunk);
+			counters_.pages_device_initialised.add(chunk.count * wire_pages_per_page_);
+		}
+		return;
+	}
+	for (uint32_t i = 0; i < message.count; i += wire_pages_per_page_) {
+		bool whole_page = true;
+		for (uint32_t j = 0; j < wire_pages_per_page_; j++)
+			whole_page = whole_page && bit_set(i + j);
+		uint64_t pfn = message.wire_pfns[i] / wire_pages_per_page_;
+		if (whole_page && run.count && run.first_pfn + run.count == pfn) {
+			run.count++;
+		} else {
+			flush();
+			if (whole_page)
+				run = {pfn, 1, kPageRunDeviceInitialised};
+		}
+	}
+	flush();
+}
+
+} // namespace vb
+
+#endif
