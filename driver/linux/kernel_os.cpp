@@ -71,6 +71,7 @@ struct KernelOs {
 		return vb_os_hint_list_take(dev, reinterpret_cast<vballoon_page_run*>(runs),
 					    max_runs, max_pages);
 	}
+	uint64_t free_pages_kept() { return vb_os_free_pages_kept(); }
 	uint64_t phys_addr(const void* buffer) { return vb_os_phys_addr(buffer); }
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,
 		       const vb::Segment* in, unsigned n_in, void* token)

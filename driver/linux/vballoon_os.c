@@ -474,6 +474,35 @@ static uint64_t pages_to_bytes(unsigned long pages)
  * event counters already give. The set depends only on the kernel's configuration, so it
  * never changes while the module is loaded, as the spec requires of the stats buffer.
  */
+/*
+ * Every populated zone's high watermark (boost included) and the most it holds back from
+ * allocations of higher zones (lowmem_reserve), at most what it manages: the sum the
+ * kernel keeps as totalreserve_pages, which it does not export. Free memory below it
+ * makes the next allocation wake kswapd, or below the min watermark reclaim directly.
+ */
+uint64_t vb_os_free_pages_kept(void)
+{
+	uint64_t kept = 0;
+	int nid;
+
+	for_each_online_node(nid) {
+		pg_data_t *pgdat = NODE_DATA(nid);
+		int zid, j;
+
+		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
+			struct zone *zone = &pgdat->node_zones[zid];
+			unsigned long reserve = 0;
+
+			if (!populated_zone(zone))
+				continue;
+			for (j = zid; j < MAX_NR_ZONES; j++)
+				reserve = max(reserve, (unsigned long)zone->lowmem_reserve[j]);
+			kept += min(high_wmark_pages(zone) + reserve, zone_managed_pages(zone));
+		}
+	}
+	return kept;
+}
+
 uint32_t vb_os_memory_stats(struct vballoon_dev *dev, uint64_t *values)
 {
 	struct sysinfo info;

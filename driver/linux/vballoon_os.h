@@ -105,6 +105,8 @@ void vb_os_initialise_pages(struct vballoon_dev *dev, const struct vballoon_page
 void vb_os_hint_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run);
 size_t vb_os_hint_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
 			    size_t max_runs, uint64_t max_pages);
+/* What the page allocator keeps free for itself: a hinting round leaves it. */
+uint64_t vb_os_free_pages_kept(void);
 uint64_t vb_os_phys_addr(const void *buffer);
 bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 		     const struct vballoon_segment *out, unsigned int n_out,

@@ -111,6 +111,34 @@ TEST(FreePageHint, OnlyBlocksOfTheLargestOrderAreTaken)
 	EXPECT_EQ(guest.free_pages(), kBlockPages - 1) << "smaller free blocks stay with the guest";
 }
 
+// A round leaves what the guest's allocator keeps free for itself (in Linux the zones'
+// high watermarks): below it the next allocation reclaims, and reclaim's shrinker pass
+// would hand the blocks straight back. Largest-order blocks stop there, smaller ones keep
+// 1/64 of the guest free besides.
+TEST(FreePageHint, ARoundLeavesWhatTheAllocatorKeepsFree)
+{
+	HintGuest guest;
+	guest.os.stats.present_mask = (1u << VB_S_MEMFREE) | (1u << VB_S_MEMTOT);
+	guest.os.stats.value[VB_S_MEMTOT] = kGuestPages * 4096;
+	guest.os.stats.value[VB_S_MEMFREE] = guest.free_pages() * 4096;
+	guest.os.kept_free_pages = 2 * kBlockPages + kBlockPages / 2;
+	const uint64_t reserve = kGuestPages / 64;
+	guest.device_writes(26);
+	guest.handle();
+
+	// 16384 - 2560 = 13824 pages to take: 13 whole blocks, then of the 512 left the 256
+	// that keep the reserve (one order-8 block).
+	EXPECT_EQ(guest.blocks_sent(), 14u);
+	EXPECT_EQ(guest.balloon.hint_held_pages(), 13 * kBlockPages + 256);
+	EXPECT_EQ(guest.free_pages(), guest.os.kept_free_pages + reserve);
+	EXPECT_EQ(guest.os.free_page_buffers.back().cmd_id, VB_CMD_ID_STOP);
+
+	guest.device_writes(VB_CMD_ID_DONE);
+	guest.handle();
+	EXPECT_EQ(guest.free_pages(), kGuestPages);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
 // Once the 4 MiB blocks run out, a round goes on with smaller ones (the host takes a hint of
 // any length), down to order 4 and only while 1/64 of the guest stays free besides.
 TEST(FreePageHint, SmallerBlocksFollowTheLargestAboveAReserve)

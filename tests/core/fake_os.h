@@ -210,6 +210,7 @@ public:
 		}
 		return count;
 	}
+	uint64_t free_pages_kept() { return kept_free_pages; }
 	uint64_t phys_addr(const void* buffer) { return reinterpret_cast<uintptr_t>(buffer); }
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
 		       unsigned n_in, void* token)
@@ -437,6 +438,7 @@ public:
 	uint64_t actual_writes_without_lock = 0;
 	uint32_t config[4] = {};
 	vb::MemoryStats stats{};
+	uint64_t kept_free_pages = 0; // what free_pages_kept() says: the allocator's watermarks
 	std::vector<uint8_t> last_stats;
 	std::vector<Event> events;
 	std::vector<std::string> log_lines;

@@ -342,6 +342,7 @@ public:
 		FUZZ_CHECK(has_feature(VB_F_FREE_PAGE_HINT), "hint list take without FREE_PAGE_HINT");
 		return 0;
 	}
+	uint64_t free_pages_kept() { return 0; }
 
 	uint64_t phys_addr(const void* buffer)
 	{

@@ -19,6 +19,7 @@ struct DeclaredOnlyOs {
 	void adjust_managed_pages(vb::PageRun run, bool add);
 	void hint_list_insert(vb::PageRun run);
 	size_t hint_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
+	uint64_t free_pages_kept();
 	void initialise_pages(vb::PageRun run);
 	uint64_t phys_addr(const void* buffer);
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,

@@ -81,7 +81,13 @@ private:
 	bool hint_wait_used();
 	uint64_t hint_give_back(uint64_t max_pages, bool after_done);
 	unsigned hint_order() const;
-	uint64_t hint_small_block_budget();
+	// What a round may take from the guest's free memory: any block, and blocks smaller
+	// than the largest order.
+	struct HintBudget {
+		uint64_t any_pages;
+		uint64_t small_pages;
+	};
+	HintBudget hint_budget();
 
 	Os& os_;
 	const uint64_t features_;
@@ -125,19 +131,26 @@ template <BalloonOs Os> unsigned FreePageHinter<Os>::hint_order() const
 	return min(traits_.max_alloc_order, 31u - traits_.page_shift);
 }
 
-// The pages a round may hint in blocks smaller than the largest order: the guest's free
-// memory now, less a reserve. Nothing when the OS does not say how much is free.
-template <BalloonOs Os> uint64_t FreePageHinter<Os>::hint_small_block_budget()
+// The guest's free memory now, less what its allocator keeps free for itself
+// (free_pages_kept(): in Linux the zones' high watermarks, raised by THP's
+// min_free_kbytes to ~44 MiB of a 2 GiB guest). A round that went below them would make
+// the next allocation wake kswapd or stall in direct reclaim, and that reclaim's shrinker
+// pass hands the held blocks straight back. Blocks smaller than the largest order also
+// leave kHintReserveShare of all memory. An OS that does not say how much is free gets
+// largest-order blocks only, as many as its allocator gives.
+template <BalloonOs Os> typename FreePageHinter<Os>::HintBudget FreePageHinter<Os>::hint_budget()
 {
 	MemoryStats stats{};
 
 	os_.memory_stats(&stats);
 	const uint32_t needed = (1u << VB_S_MEMFREE) | (1u << VB_S_MEMTOT);
 	if ((stats.present_mask & needed) != needed)
-		return 0;
+		return {~0ull, 0};
 	const uint64_t free_pages = stats.value[VB_S_MEMFREE] >> traits_.page_shift;
+	const uint64_t kept = os_.free_pages_kept();
 	const uint64_t reserve = (stats.value[VB_S_MEMTOT] >> traits_.page_shift) / kHintReserveShare;
-	return free_pages > reserve ? free_pages - reserve : 0;
+	const uint64_t any = free_pages > kept ? free_pages - kept : 0;
+	return {any, any > reserve ? any - reserve : 0};
 }
 
 template <BalloonOs Os> void FreePageHinter<Os>::handle_free_page_hint()
@@ -240,8 +253,9 @@ template <BalloonOs Os> void FreePageHinter<Os>::run_hint_round(uint32_t cmd_id)
 	// Blocks of the largest order while there are any, as Linux's virtio_balloon takes;
 	// then smaller ones (the host takes a hint of any length), down to smallest_order and
 	// only while the guest keeps a reserve of its free memory (kHintReserveShare of all of
-	// it) beside the kernel's own watermarks, so a round never drains the guest.
-	uint64_t small_budget = hint_small_block_budget();
+	// it) beside what its allocator keeps free (hint_budget()), so a round never drains
+	// the guest.
+	HintBudget budget = hint_budget();
 
 	hint_reap_used();
 	// The id buffer may be reused only once the device has returned it: otherwise the
@@ -286,16 +300,17 @@ template <BalloonOs Os> void FreePageHinter<Os>::run_hint_round(uint32_t cmd_id)
 		const uint32_t block_bytes = static_cast<uint32_t>(block_pages << traits_.page_shift);
 		const bool small = order < hint_order();
 		uint64_t pfn;
-		if ((small && block_pages > small_budget) ||
+		if (block_pages > (small ? budget.small_pages : budget.any_pages) ||
 		    !os_.alloc_pages_no_pressure(order, PageUse::kHintBlock, &pfn)) {
-			// No free block of this order left (or none the reserve allows): smaller.
-			if (order == smallest_order || small_budget < (1ull << smallest_order))
+			// No free block of this order left (or none the budget allows): smaller.
+			if (order == smallest_order || budget.small_pages < (1ull << smallest_order))
 				break;
 			order--;
 			continue;
 		}
 		// Every block comes out of the free memory the budget was measured on.
-		small_budget = small_budget > block_pages ? small_budget - block_pages : 0;
+		budget.any_pages = budget.any_pages > block_pages ? budget.any_pages - block_pages : 0;
+		budget.small_pages = budget.small_pages > block_pages ? budget.small_pages - block_pages : 0;
 		PageRun block = {pfn, block_pages, kPageRunWholeBlock};
 		Segment in = {pfn << traits_.page_shift, block_bytes};
 		if (!os_.queue_add(QueueKind::kFreePage, nullptr, 0, &in, 1, &hint_block_token_)) {

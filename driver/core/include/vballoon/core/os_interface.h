@@ -137,6 +137,9 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //     recently inserted first, each exactly as inserted (never split or merged), until
 //     max_runs blocks or at least max_pages pages are taken. Returns the number of blocks.
 //     The pages belong to the caller afterwards.
+//   free_pages_kept(): how many pages the guest allocator keeps free for itself, below
+//     which an allocation reclaims (in Linux the zones' high watermarks, boost included);
+//     a round leaves them free. 0 when it keeps none.
 // Buffers and queues
 //   phys_addr(p): guest-physical address of a core buffer (the core lives in memory the
 //     device can read: kmalloc in Linux, guest RAM in the simulator).
@@ -164,6 +167,7 @@ concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, Page
 	os.adjust_managed_pages(run, true);
 	os.hint_list_insert(run);
 	{ os.hint_list_take(runs, size_t{1}, uint64_t{1}) } -> same_type<size_t>;
+	{ os.free_pages_kept() } -> same_type<uint64_t>;
 	os.initialise_pages(run);
 	{ os.phys_addr(buffer) } -> same_type<uint64_t>;
 	{ os.queue_add(QueueKind::kInflate, segments, 1u, segments, 0u, nullptr) } -> same_type<bool>;
