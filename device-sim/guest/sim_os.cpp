@@ -54,6 +54,25 @@ static uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start)
 		.count();
 }
 
+// Linux's __setup_per_zone_wmarks() and totalreserve_pages, over the whole guest: the high
+// watermark is min plus twice max(min / 4, managed / 1000) (watermark_scale_factor 10), and
+// the 16 MiB DMA zone holds back what higher zones' allocations may not take from it,
+// their managed pages / 256 (lowmem_reserve_ratio), at most the zone itself; so does DMA32
+// against Normal once RAM goes past 4 GiB.
+uint64_t SimOs::free_pages_kept()
+{
+	if (min_free_pages_ == 0)
+		return 0;
+	const uint64_t managed = allocator_.counts().managed;
+	const uint64_t high = min_free_pages_ + 2 * std::max(min_free_pages_ / 4, managed / 1000);
+	constexpr uint64_t kDmaPages = (16ull << 20) / 4096;
+	constexpr uint64_t kBelow4GiBPages = (4ull << 30) / 4096;
+	const uint64_t above_dma = managed > kDmaPages ? managed - kDmaPages : 0;
+	const uint64_t normal = managed > kBelow4GiBPages ? managed - kBelow4GiBPages : 0;
+	const uint64_t dma32 = above_dma - normal;
+	return high + std::min(above_dma / 256, kDmaPages) + std::min(normal / 256, dma32);
+}
+
 bool SimOs::alloc_pages_no_pressure(unsigned order, vb::PageUse, uint64_t* pfn)
 {
 	auto start = std::chrono::steady_clock::now();

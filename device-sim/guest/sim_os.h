@@ -71,9 +71,9 @@ public:
 	void initialise_pages(vb::PageRun run);
 	void hint_list_insert(vb::PageRun run);
 	size_t hint_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
-	// The simulated allocator hands out its last free page without reclaiming: it keeps
-	// nothing back.
-	uint64_t free_pages_kept() { return 0; }
+	// What Linux derives from the min watermark (SimGuestOptions::min_free_pages): 0 when
+	// none is modelled, the allocator then hands out its last free page.
+	uint64_t free_pages_kept();
 	uint64_t phys_addr(const void* buffer);
 	bool queue_add(vb::QueueKind kind, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
 		       unsigned n_in, void* token);
