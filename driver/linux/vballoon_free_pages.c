@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Free page hinting and free page reporting: the kernel's side of what the core does in
- * balloon_hint.h and balloon_report.h.
+ * free_page_hinter.h and free_page_reporter.h.
  *
  *   config change (any context) -> hint work item on a high-priority workqueue
  *                                  -> vballoon_core_handle_free_page_hint()

@@ -477,7 +477,7 @@ public:
 	void* queue_wait_used(vb::QueueKind queue, uint32_t* len)
 	{
 		FUZZ_CHECK(queue != vb::QueueKind::kStats, "waiting on the statsq");
-		// Only the pipelined inflate lets the lock go while it waits (balloon_inflate.h):
+		// Only the pipelined inflate lets the lock go while it waits (page_balloon_inflate.h):
 		// inflateq has no other user meanwhile, since migration is refused then.
 		FUZZ_CHECK(lock_held_ || queue == vb::QueueKind::kInflate,
 			   "waiting for an ack on queue %d without the balloon lock", index(queue));
