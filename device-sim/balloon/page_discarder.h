@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //
 // How the host gives up the memory behind ballooned pages: madvise(MADV_DONTNEED) on the
-// anonymous guest RAM mapping, in one of two ways whose cost differs 40-300x on this
-// machine (bench/inflate measures it):
+// anonymous guest RAM mapping, in one of two ways whose cost differs by orders of
+// magnitude (bench/inflate measures it):
 //  - kMergeRuns: sort, de-duplicate and merge the request's PFNs, one call per run
 //    (Firecracker's way);
 //  - kPerPage: one call per 4 KiB PFN in the order received (QEMU's and cloud-hypervisor's

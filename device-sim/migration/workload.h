@@ -97,9 +97,9 @@ struct WorkloadConfig {
 	uint64_t booted_guest_zero_bytes = 0;
 };
 
-// Measured on the calibration guest: real QEMU sent 57.7k normal pages for `fresh`, of which
-// vbwork's working set is 32.8k (tests/guest/calibration/qemu-7.2.json), so the booted 2 GiB
-// busybox test guest holds 24.9k pages, 97 MiB. A Debian guest with its daemons holds more.
+// Measured on the calibration guest (docs/migration-model.md, "Calibration"): real QEMU's
+// normal pages for `fresh` less vbwork's working set, what the booted 2 GiB busybox test
+// guest holds. A Debian guest with its daemons holds more.
 inline constexpr uint64_t kBootedTestGuestBytes = 97ull << 20;
 // The same guest before vbwork holds 122 MiB in all: MemTotal - MemFree = 41.4 MiB and the
 // 81 MiB of RAM outside MemTotal (kernel image, struct pages, reserved; 2048 MiB - MemTotal

@@ -71,11 +71,11 @@ public:
 	// Inflate sends a step in batches, each on the ring as soon as it is allocated, so the
 	// host discards one batch while the guest allocates the next (page_balloon_inflate.h):
 	// a message's worth of wire pages, or with VB_F_X_CHUNKED batches that start at 64 MiB
-	// and double up to 2 GiB. The host is the slow side (a discard costs about ten times
-	// what the allocation does), so only the first batch finds it idle; after that what
-	// counts is its fixed cost per request, about 35 us of it the interrupt that wakes the
-	// waiting guest, and growing batches pay it 8 times for 7 GiB where 256 MiB ones paid
-	// it 28 times (bench/inflate/README.md).
+	// and double up to 2 GiB. The host is the slow side (a discard costs far more than the
+	// allocation), so only the first batch must be small to get it started; after that what
+	// counts is its fixed cost per request, mostly the interrupt that wakes the waiting
+	// guest, and growing batches pay it a few times per balloon instead of once per fixed
+	// batch (measured in bench/inflate/README.md, "Growing batches").
 	static constexpr uint64_t kChunkedFirstBatchWirePages = 16384;
 	static constexpr uint64_t kChunkedBatchWirePagesMax = 524288;
 
