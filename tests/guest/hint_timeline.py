@@ -51,6 +51,7 @@ import conftest  # noqa: E402
 import free_pages  # noqa: E402
 import guest_image  # noqa: E402
 import guestvm  # noqa: E402
+import qmp  # noqa: E402
 
 EVENTS = ("migrate_set_state", "migration_bitmap_sync_start", "migration_bitmap_sync_end",
           "savevm_state_iterate", "savevm_state_setup", "migration_completion_vm_stop",
@@ -146,8 +147,14 @@ def migrate_traced(vm, q, trace_log: str, cat_times: str, reader: str) -> dict:
     load1 = os.getloadavg()
     for e in EVENTS:
         q.execute("trace-event-set-state", {"name": e, "enable": False})
-    if q.execute("query-status")["status"] != "running":
-        q.execute("cont")
+    # QEMU refuses `cont` until the completed migration is finalized (its cleanup bh).
+    deadline = time.monotonic() + 10
+    while q.execute("query-status")["status"] != "running":
+        try:
+            q.execute("cont")
+        except qmp.QMPError:
+            assert time.monotonic() < deadline, "the guest did not resume"
+            time.sleep(0.05)  # poll interval, bounded by the deadline
     time.sleep(0.5)  # the exec child's `times` lands after QEMU closed the pipe
     with open(trace_log, errors="replace") as f:
         f.seek(log_start)
