@@ -98,12 +98,13 @@ class Senders
 public:
 	Senders(const MigrationConfig& config, PageBitmap& to_send, DestinationImage& destination,
 		const GuestMemory& memory, const Residency& residency)
-		: config_(config), to_send_(to_send), residency_(residency),
-		  base_(memory.translate(0, memory.size())),
-		  zero_pages_(config.untouched_page_reads == UntouchedPageReads::kSharedZeroPage
-				      ? kChunkPages
-				      : std::min(kPopulatedZeroPages, memory.size() / kPage)),
-		  per_thread_cpu_ns_(std::max(1u, config.sender_threads))
+	    : config_(config), to_send_(to_send), residency_(residency),
+	      base_(memory.translate(0, memory.size())),
+	      zero_pages_(config.untouched_page_reads == UntouchedPageReads::kSharedZeroPage
+				  ? kChunkPages
+				  : std::min(kPopulatedZeroPages, memory.size() / kPage)),
+	      per_thread_cpu_ns_(std::max(1u, config.sender_threads)),
+	      copy_at_round_start_(std::max(1u, config.sender_threads))
 	{
 		void* map = mmap(nullptr, zero_pages_ * kPage, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -142,9 +143,9 @@ public:
 		cursor_.store(0, std::memory_order_relaxed);
 		for (auto& cpu : per_thread_cpu_ns_)
 			cpu.store(0, std::memory_order_relaxed);
-		copy_at_round_start_.clear();
-		for (auto& channel : channels_)
-			copy_at_round_start_.push_back(channel->reader_copy_ns());
+		for (size_t i = 0; i < channels_.size(); i++)
+			copy_at_round_start_[i].store(channels_[i]->reader_copy_ns(),
+						      std::memory_order_relaxed);
 	}
 
 	// One iteration: the senders go on until the bitmap is done or `over` says the
@@ -187,7 +188,8 @@ public:
 	// The readers' copy out of kPipe streams in the round so far, in ns (0 on sockets).
 	uint64_t reader_copy_ns_in_round(size_t channel) const
 	{
-		return channels_[channel]->reader_copy_ns() - copy_at_round_start_[channel];
+		return channels_[channel]->reader_copy_ns() -
+		       copy_at_round_start_[channel].load(std::memory_order_relaxed);
 	}
 	uint64_t reader_copy_ns_in_round() const
 	{
@@ -303,7 +305,8 @@ private:
 	uint8_t* zero_block_ = nullptr;
 	std::vector<std::unique_ptr<Channel>> channels_;
 	std::vector<std::atomic<uint64_t>> per_thread_cpu_ns_;
-	std::vector<uint64_t> copy_at_round_start_;
+	// Read by the model clock's callers from any thread, as per_thread_cpu_ns_ is.
+	std::vector<std::atomic<uint64_t>> copy_at_round_start_;
 	std::vector<std::thread> threads_;
 	std::atomic<uint64_t> cursor_{0};
 
