@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "migration/channel.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,11 +39,21 @@ constexpr uint64_t kFlagPage = 0x08;
 constexpr uint64_t kFlagSync = 0x10;
 constexpr uint64_t kFlagMask = kPage - 1;
 
-// Reads the receiver's end in large blocks and hands out exact byte counts.
+} // namespace
+
+namespace
+{
+
+// Reads the receiver's end in large blocks and hands out exact byte counts. With
+// `copy_ns`, it adds there the CPU time of its reads that returned data (the copy out of
+// the stream, on its thread clock).
 class BufferedReader
 {
 public:
-	explicit BufferedReader(int fd) : fd_(fd), buffer_(new uint8_t[kSize]) {}
+	explicit BufferedReader(int fd, std::atomic<uint64_t>* copy_ns = nullptr)
+	    : fd_(fd), copy_ns_(copy_ns), buffer_(new uint8_t[kSize])
+	{
+	}
 
 	// False at end of stream (or an error) before `n` bytes arrived.
 	bool read_exact(uint8_t* to, size_t n, std::atomic<uint64_t>& counted)
@@ -51,12 +62,27 @@ public:
 			if (begin_ == end_ && !refill(counted))
 				return false;
 			const size_t take = std::min(n, end_ - begin_);
-			std::memcpy(to, buffer_.get() + begin_, take);
+			std::memcpy(to, data_ + begin_, take);
 			begin_ += take;
 			to += take;
 			n -= take;
 		}
 		return true;
+	}
+
+	// `n` bytes: where they lie in the buffer if they are there whole, else read into
+	// `scratch` (nullptr at end of stream). Saves a copy per page, as a reader like cat
+	// makes one copy of what it reads.
+	const uint8_t* take(size_t n, uint8_t* scratch, std::atomic<uint64_t>& counted)
+	{
+		if (begin_ == end_ && !refill(counted))
+			return nullptr;
+		if (end_ - begin_ >= n) {
+			const uint8_t* at = data_ + begin_;
+			begin_ += n;
+			return at;
+		}
+		return read_exact(scratch, n, counted) ? scratch : nullptr;
 	}
 
 private:
@@ -65,8 +91,13 @@ private:
 	bool refill(std::atomic<uint64_t>& counted)
 	{
 		for (;;) {
+			const uint64_t cpu0 = copy_ns_ ? thread_cpu_ns() : 0;
 			const ssize_t got = read(fd_, buffer_.get(), kSize);
 			if (got > 0) {
+				if (copy_ns_)
+					copy_ns_->fetch_add(thread_cpu_ns() - cpu0,
+							    std::memory_order_relaxed);
+				data_ = buffer_.get();
 				begin_ = 0;
 				end_ = size_t(got);
 				counted.fetch_add(uint64_t(got), std::memory_order_relaxed);
@@ -79,30 +110,49 @@ private:
 	}
 
 	int fd_;
+	std::atomic<uint64_t>* copy_ns_;
 	std::unique_ptr<uint8_t[]> buffer_;
+	const uint8_t* data_ = nullptr;
 	size_t begin_ = 0;
 	size_t end_ = 0;
 };
 
 } // namespace
 
-Channel::Channel(DestinationImage& destination, uint32_t zero_extra_bytes)
-	: destination_(destination), zero_extra_bytes_(zero_extra_bytes)
+Channel::Channel(DestinationImage& destination, uint32_t zero_extra_bytes, ChannelStream stream)
+    : destination_(destination), zero_extra_bytes_(zero_extra_bytes), stream_(stream)
 {
 	int fds[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-		throw std::system_error(errno, std::generic_category(), "socketpair for a migration channel");
-	send_fd_ = fds[0];
-	receive_fd_ = fds[1];
+	if (stream == ChannelStream::kPipe) {
+		// The kernel's default capacity, as QEMU's exec: pipe has (never resized).
+		if (pipe2(fds, O_CLOEXEC) != 0)
+			throw std::system_error(errno, std::generic_category(),
+						"pipe for a migration channel");
+		receive_fd_ = fds[0];
+		send_fd_ = fds[1];
+	} else {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+			throw std::system_error(errno, std::generic_category(),
+						"socketpair for a migration channel");
+		send_fd_ = fds[0];
+		receive_fd_ = fds[1];
+	}
 	queued_.reserve(1024);
 	receiver_ = std::thread([this] { receive(); });
 }
 
 Channel::~Channel()
 {
-	shutdown(send_fd_, SHUT_WR); // the receiver sees the end of the stream
+	// The receiver sees the end of the stream.
+	if (stream_ == ChannelStream::kPipe) {
+		close(send_fd_);
+		send_fd_ = -1;
+	} else {
+		shutdown(send_fd_, SHUT_WR);
+	}
 	receiver_.join();
-	close(send_fd_);
+	if (send_fd_ >= 0)
+		close(send_fd_);
 	close(receive_fd_);
 }
 
@@ -193,7 +243,8 @@ void Channel::sync()
 
 void Channel::receive()
 {
-	BufferedReader reader(receive_fd_);
+	BufferedReader reader(receive_fd_,
+			      stream_ == ChannelStream::kPipe ? &reader_copy_ns_ : nullptr);
 	std::unique_ptr<uint8_t[]> page(new uint8_t[kPage]);
 	uint8_t fill[8];
 	// A bad record: say so, and keep draining so the sender never blocks on a full socket.
@@ -213,9 +264,10 @@ void Channel::receive()
 		const uint64_t flags = header & kFlagMask;
 		const uint64_t page_index = header / kPage;
 		if (flags == kFlagPage) {
-			if (!reader.read_exact(page.get(), kPage, bytes_received_) || !destination_.holds(page_index))
+			const uint8_t* data = reader.take(kPage, page.get(), bytes_received_);
+			if (data == nullptr || !destination_.holds(page_index))
 				return fail();
-			destination_.receive_page(page_index, page.get());
+			destination_.receive_page(page_index, data);
 		} else if (flags == kFlagZero) {
 			if (!reader.read_exact(fill, zero_extra_bytes_, bytes_received_) ||
 			    !destination_.holds(page_index))

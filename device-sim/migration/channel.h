@@ -1,9 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 //
 // One migration channel, as a QEMU multifd channel (or the single migration stream): a
-// connected socket pair. A sender thread writes records into one end with writev, straight
+// connected socket pair, or for QEMU's `exec:` stream a pipe of the kernel's default
+// capacity (64 KiB). A sender thread writes records into one end with writev, straight
 // from guest RAM as QEMU does; a receiver thread of the destination drains the other end
-// into the destination image. Every byte counted as sent went through the socket.
+// into the destination image. Every byte counted as sent went through the socket or pipe.
+//
+// On a pipe the writer sleeps whenever it is full, until the reader has copied it out:
+// QEMU's migration thread writing into `exec:cat > /dev/null` sleeps once per 64 KiB of
+// stream (3000-3600 times for 229 MiB, each sleep at least as long as cat's CPU time per
+// read: measured on the calibration guest with tests/guest/hint_timeline.py,
+// docs/migration-model.md), so the reader's copy is on the writer's critical path.
+// reader_copy_ns() is the receiver's CPU time in its reads of the pipe (its thread
+// clock): the copy cat makes, without what the receiver then does with the bytes (the
+// destination image, which cat does not have).
 //
 // Wire format, per record: an 8-byte header, the page's guest-physical address with flags
 // in its low bits (QEMU's be64 address-and-flags; little-endian here, both ends are this
@@ -24,6 +34,7 @@
 #include <vector>
 
 #include "migration/destination_image.h"
+#include "migration/migration.h"
 
 namespace vbsim::migration
 {
@@ -33,7 +44,8 @@ inline constexpr uint32_t kPageHeaderBytes = 8;
 class Channel
 {
 public:
-	Channel(DestinationImage& destination, uint32_t zero_extra_bytes);
+	Channel(DestinationImage& destination, uint32_t zero_extra_bytes,
+		ChannelStream stream = ChannelStream::kSocketPair);
 	~Channel(); // closes the sender's end, joins the receiver
 	Channel(const Channel&) = delete;
 	Channel& operator=(const Channel&) = delete;
@@ -44,6 +56,9 @@ public:
 	void queue_zero_page(uint64_t page);
 	// Writes what is queued; returns the bytes written.
 	uint64_t flush();
+	// On a pipe: the receiver's CPU time copying the stream out of it, in ns, since the
+	// channel was made (0 on a socket pair). Any thread.
+	uint64_t reader_copy_ns() const { return reader_copy_ns_.load(std::memory_order_relaxed); }
 	// Writes a sync record and waits until the receiver has applied everything before it.
 	void sync();
 
@@ -59,6 +74,8 @@ private:
 
 	DestinationImage& destination_;
 	const uint32_t zero_extra_bytes_;
+	const ChannelStream stream_;
+	std::atomic<uint64_t> reader_copy_ns_{0};
 	int send_fd_ = -1;
 	int receive_fd_ = -1;
 

@@ -90,18 +90,21 @@ struct RoundCounters {
 // The sender threads, one per channel: each round they take chunks of the to-send bitmap
 // until none is left (or the iteration's model time is up), and write every page they send
 // into their channel's socket. Their CPU time is measured per thread with the thread
-// clock, so other jobs on the machine do not inflate it.
+// clock, so other jobs on the machine do not inflate it. On a kPipe stream the reader's
+// copy out of the pipe is serial with its writer (channel.h) and counts in the writer's
+// busy time.
 class Senders
 {
 public:
 	Senders(const MigrationConfig& config, PageBitmap& to_send, DestinationImage& destination,
 		const GuestMemory& memory, const Residency& residency)
-		: config_(config), to_send_(to_send), residency_(residency),
-		  base_(memory.translate(0, memory.size())),
-		  zero_pages_(config.untouched_page_reads == UntouchedPageReads::kSharedZeroPage
-				      ? kChunkPages
-				      : std::min(kPopulatedZeroPages, memory.size() / kPage)),
-		  per_thread_cpu_ns_(std::max(1u, config.sender_threads))
+	    : config_(config), to_send_(to_send), residency_(residency),
+	      base_(memory.translate(0, memory.size())),
+	      zero_pages_(config.untouched_page_reads == UntouchedPageReads::kSharedZeroPage
+				  ? kChunkPages
+				  : std::min(kPopulatedZeroPages, memory.size() / kPage)),
+	      per_thread_cpu_ns_(std::max(1u, config.sender_threads)),
+	      copy_at_round_start_(std::max(1u, config.sender_threads))
 	{
 		void* map = mmap(nullptr, zero_pages_ * kPage, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -113,7 +116,8 @@ public:
 		std::memset(zero_block_, 0, zero_pages_ * kPage);
 		const unsigned threads = std::max(1u, config.sender_threads);
 		for (unsigned i = 0; i < threads; i++)
-			channels_.push_back(std::make_unique<Channel>(destination, config.zero_page_extra_bytes));
+			channels_.push_back(std::make_unique<Channel>(
+				destination, config.zero_page_extra_bytes, config.stream));
 		for (unsigned i = 0; i < threads; i++)
 			threads_.emplace_back([this, i] { run(i); });
 	}
@@ -139,6 +143,9 @@ public:
 		cursor_.store(0, std::memory_order_relaxed);
 		for (auto& cpu : per_thread_cpu_ns_)
 			cpu.store(0, std::memory_order_relaxed);
+		for (size_t i = 0; i < channels_.size(); i++)
+			copy_at_round_start_[i].store(channels_[i]->reader_copy_ns(),
+						      std::memory_order_relaxed);
 	}
 
 	// One iteration: the senders go on until the bitmap is done or `over` says the
@@ -165,14 +172,31 @@ public:
 		return channels_.size() * kPageHeaderBytes;
 	}
 
-	// Largest CPU time of one sender in the round so far, in ns (the round's critical path
-	// when each sender has a core, as QEMU's channel threads would).
+	// Largest busy time of one sender in the round so far, in ns: its CPU time plus its
+	// sleeping on a kPipe stream's reader (the round's critical path when each sender has a
+	// core, as QEMU's channel threads would).
 	uint64_t max_thread_cpu_ns() const
 	{
 		uint64_t most = 0;
-		for (const auto& cpu : per_thread_cpu_ns_)
-			most = std::max(most, cpu.load(std::memory_order_relaxed));
+		for (size_t i = 0; i < per_thread_cpu_ns_.size(); i++)
+			most = std::max(most,
+					per_thread_cpu_ns_[i].load(std::memory_order_relaxed) +
+						reader_copy_ns_in_round(i));
 		return most;
+	}
+
+	// The readers' copy out of kPipe streams in the round so far, in ns (0 on sockets).
+	uint64_t reader_copy_ns_in_round(size_t channel) const
+	{
+		return channels_[channel]->reader_copy_ns() -
+		       copy_at_round_start_[channel].load(std::memory_order_relaxed);
+	}
+	uint64_t reader_copy_ns_in_round() const
+	{
+		uint64_t n = 0;
+		for (size_t i = 0; i < channels_.size(); i++)
+			n += reader_copy_ns_in_round(i);
+		return n;
 	}
 
 	uint64_t bytes_received() const
@@ -281,6 +305,8 @@ private:
 	uint8_t* zero_block_ = nullptr;
 	std::vector<std::unique_ptr<Channel>> channels_;
 	std::vector<std::atomic<uint64_t>> per_thread_cpu_ns_;
+	// Read by the model clock's callers from any thread, as per_thread_cpu_ns_ is.
+	std::vector<std::atomic<uint64_t>> copy_at_round_start_;
 	std::vector<std::thread> threads_;
 	std::atomic<uint64_t> cursor_{0};
 
@@ -492,15 +518,16 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			round_sync_ns += thread_cpu_ns() - start;
 			iteration_end_ms = in_round_ms() + config.iteration_ms;
 		}
-		double critical_ms = ns_to_ms(senders->max_thread_cpu_ns());
-		// Zero detection in the migration thread: one thread checks every page.
-		if (legacy_scan)
-			critical_ms = std::max(critical_ms, ns_to_ms(counters.scan_ns.load()));
 		{
 			const uint64_t start = thread_cpu_ns();
 			counters.bytes.fetch_add(senders->sync_channels());
 			round_sync_ns += thread_cpu_ns() - start;
 		}
+		// After the channels' sync: a pipe's reader has copied out the round's last bytes.
+		double critical_ms = ns_to_ms(senders->max_thread_cpu_ns());
+		// Zero detection in the migration thread: one thread checks every page.
+		if (legacy_scan)
+			critical_ms = std::max(critical_ms, ns_to_ms(counters.scan_ns.load()));
 		p.network_ms = link_ms(counters.bytes.load(), config.link_bytes_per_second);
 		const double paced_ms = std::max(p.network_ms, critical_ms);
 		round_running.store(false, std::memory_order_release);
@@ -512,6 +539,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		p.pages_skipped_reported = counters.skipped_reported.load();
 		p.bytes_sent = counters.bytes.load();
 		p.critical_cpu_ms = critical_ms;
+		p.reader_copy_ms = ns_to_ms(senders->reader_copy_ns_in_round());
+		result.reader_copy_ms += p.reader_copy_ms;
 
 		result.zero_scan_cpu_ms += ns_to_ms(counters.scan_ns.load());
 		result.copy_cpu_ms += ns_to_ms(counters.send_ns.load());

@@ -15,13 +15,15 @@ constexpr std::array kProfiles = {
 		"Debian 12's QEMU 7.2: zero detection in the migration thread, one stream unless "
 		"--threads asks for multifd channels, hints applied at 50 ms iteration boundaries "
 		"under the bitmap mutex, reported pages scanned as zero pages, QEMU's convergence "
-		"rule (pending bytes over measured bandwidth against the downtime limit)",
+		"rule (pending bytes over measured bandwidth against the downtime limit); the one "
+		"stream is exec:cat's pipe, whose reader's copy the migration thread waits for",
 		1,
 		ZeroDetectionPlace::kMigrationThread,
 		1,
 		HintApplication::kAtIterationBoundaries,
 		ReportedPages::kScanned,
 		ConvergenceRule::kQemuPendingOverBandwidth,
+		ChannelStream::kPipe,
 	},
 	HostProfile{
 		"qemu-9",
@@ -33,6 +35,7 @@ constexpr std::array kProfiles = {
 		HintApplication::kAtIterationBoundaries,
 		ReportedPages::kScanned,
 		ConvergenceRule::kQemuPendingOverBandwidth,
+		ChannelStream::kSocketPair,
 	},
 	HostProfile{
 		"ideal",
@@ -44,6 +47,7 @@ constexpr std::array kProfiles = {
 		HintApplication::kImmediately,
 		ReportedPages::kSkippedUnscanned,
 		ConvergenceRule::kWholePageCost,
+		ChannelStream::kSocketPair,
 	},
 };
 
@@ -70,6 +74,8 @@ void apply_host_profile(const HostProfile& profile, unsigned threads, MigrationC
 	config.hint_application = profile.hint_application;
 	config.reported_pages = profile.reported_pages;
 	config.convergence = profile.convergence;
+	config.stream =
+		config.sender_threads == 1 ? profile.single_stream : ChannelStream::kSocketPair;
 }
 
 } // namespace vbsim::migration

@@ -25,6 +25,8 @@ struct HostProfile {
 	HintApplication hint_application;
 	ReportedPages reported_pages;
 	ConvergenceRule convergence;
+	// What its single stream (one channel) writes into; more channels are multifd sockets.
+	ChannelStream single_stream;
 };
 
 std::span<const HostProfile> all_host_profiles(); // qemu-7.2 (the default), qemu-9, ideal

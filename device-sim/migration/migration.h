@@ -102,6 +102,17 @@ enum class ReportedPages : uint8_t {
 	kSkippedUnscanned, // known absent (the model reads residency) and never touched
 };
 
+// What a sender channel writes into.
+enum class ChannelStream : uint8_t {
+	// A socket pair (multifd channels); the link's pacing is the only wait counted.
+	kSocketPair,
+	// QEMU's `exec:` stream (the calibration's and the seeds' `exec:cat > /dev/null`): a
+	// pipe of the kernel's default capacity, 64 KiB. The writer sleeps whenever it is
+	// full until the reader has copied it out, once per 64 KiB of stream: the reader's
+	// copy (its CPU time in the reads, channel.h) is on the writer's critical path.
+	kPipe,
+};
+
 // When pre-copy stops.
 enum class ConvergenceRule : uint8_t {
 	// QEMU (migration_iteration_run): pending = dirty pages x 4096 bytes, stop when it is
@@ -144,6 +155,7 @@ struct MigrationConfig {
 	// multifd channels). Their CPU time is measured per thread.
 	unsigned sender_threads = 1;
 	ZeroDetectionPlace zero_detection_place = ZeroDetectionPlace::kMigrationThread;
+	ChannelStream stream = ChannelStream::kSocketPair;
 	HintApplication hint_application = HintApplication::kAtIterationBoundaries;
 	double iteration_ms = 50; // QEMU's MAX_WAIT
 	ReportedPages reported_pages = ReportedPages::kScanned;
@@ -190,9 +202,13 @@ struct RoundProgress {
 	uint64_t bytes_sent = 0;
 	double network_ms = 0; // bytes_sent over the link
 	double host_cpu_ms = 0; // measured: zero scans, sends, bitmap work, hint handling
-	// The round's CPU critical path: the busiest sender thread, or with zero detection in
-	// the migration thread the whole scan if that is longer (measured thread CPU time).
+	// The round's CPU critical path: the busiest sender thread (its CPU time, plus on a
+	// kPipe stream its reader's copy out of the pipe, serial with it), or with zero
+	// detection in the migration thread the whole scan if that is longer (measured thread
+	// CPU time).
 	double critical_cpu_ms = 0;
+	// Of which the readers' copy out of kPipe streams (summed over channels).
+	double reader_copy_ms = 0;
 	double sync_ms = 0;	// bitmap sync after the round, applying hints (migration thread)
 	double round_ms = 0;	// max(network_ms, critical_cpu_ms) + sync_ms
 	double elapsed_ms = 0;	// total time so far
@@ -215,6 +231,9 @@ struct MigrationResult {
 	double host_cpu_ms = 0;
 	double zero_scan_cpu_ms = 0;
 	double copy_cpu_ms = 0;	  // sending: headers and pages written into the channels' sockets
+	// The receivers' CPU copying kPipe streams out (cat's work; in total_ms, not in
+	// host_cpu_ms, which is the source's).
+	double reader_copy_ms = 0;
 	double bitmap_cpu_ms = 0; // dirty log harvest and bitmap scans
 	// Hints: the device thread's free page queue work (when the machine measures it) and
 	// applying hints to the bitmap, in thread CPU time.

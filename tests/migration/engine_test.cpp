@@ -416,20 +416,30 @@ TEST(HostProfiles, EachProfileSetsItsMechanisms)
 	EXPECT_EQ(c.sender_threads, 4u);
 	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kSenderThreads);
 	EXPECT_EQ(c.hint_application, HintApplication::kAtIterationBoundaries);
+	EXPECT_EQ(c.stream, ChannelStream::kSocketPair);
+	apply_host_profile(*find_host_profile("qemu-7.2"), 2, c); // multifd: sockets
+	EXPECT_EQ(c.stream, ChannelStream::kSocketPair);
+	apply_host_profile(*find_host_profile("qemu-7.2"), 0, c); // exec:cat's pipe
+	EXPECT_EQ(c.stream, ChannelStream::kPipe);
 	apply_host_profile(*find_host_profile("ideal"), 0, c);
+	EXPECT_EQ(c.stream, ChannelStream::kSocketPair);
 	EXPECT_EQ(c.hint_application, HintApplication::kImmediately);
 	EXPECT_EQ(c.reported_pages, ReportedPages::kSkippedUnscanned);
 	EXPECT_EQ(find_host_profile("qemu-2.12"), nullptr);
 }
 
-TEST(Channel, EveryRecordArrivesAndTheSyncWaitsForIt)
+class ChannelOver : public ::testing::TestWithParam<ChannelStream>
+{
+};
+
+TEST_P(ChannelOver, EveryRecordArrivesAndTheSyncWaitsForIt)
 {
 	DestinationImage destination(16 * 4096);
 	std::vector<uint8_t> page(4096);
 	for (size_t i = 0; i < page.size(); i++)
 		page[i] = uint8_t(i * 7 + 1);
 	{
-		Channel channel(destination, 1);
+		Channel channel(destination, 1, GetParam());
 		channel.queue_page(3, page.data());
 		channel.queue_zero_page(4);
 		channel.queue_page(9, page.data());
@@ -448,11 +458,64 @@ TEST(Channel, EveryRecordArrivesAndTheSyncWaitsForIt)
 		EXPECT_FALSE(channel.receiver_failed());
 	}
 	// A record for a page outside the image: the receiver fails, the sync says so.
-	Channel bad(destination, 0);
+	Channel bad(destination, 0, GetParam());
 	bad.queue_zero_page(16);
 	bad.flush();
 	EXPECT_THROW(bad.sync(), std::runtime_error);
 	EXPECT_TRUE(bad.receiver_failed());
+}
+
+INSTANTIATE_TEST_SUITE_P(Streams, ChannelOver,
+			 ::testing::Values(ChannelStream::kSocketPair, ChannelStream::kPipe));
+
+// QEMU's exec: stream is a 64 KiB pipe: its reader's copy is measured on a pipe only.
+TEST(Channel, APipesReaderCopyIsMeasuredASocketsIsNot)
+{
+	DestinationImage destination(1024 * 4096);
+	std::vector<uint8_t> page(4096, 0x5a);
+	for (ChannelStream stream : {ChannelStream::kPipe, ChannelStream::kSocketPair}) {
+		Channel channel(destination, 1, stream);
+		for (uint64_t i = 0; i < 1024; i++)
+			channel.queue_page(i, page.data());
+		channel.flush();
+		channel.sync();
+		EXPECT_EQ(channel.bytes_received(), 1024 * (8 + 4096) + 8u);
+		if (stream == ChannelStream::kPipe)
+			EXPECT_GT(channel.reader_copy_ns(), 0u);
+		else
+			EXPECT_EQ(channel.reader_copy_ns(), 0u);
+	}
+}
+
+// The real migration thread writing into exec:cat's pipe sleeps once per 64 KiB while cat
+// copies it out (tests/guest/hint_timeline.py): on a kPipe stream the reader's copy is on
+// the round's critical path beside the sender's own CPU time.
+TEST(Pacing, OnAPipeTheReadersCopyIsOnTheCriticalPathWithTheSendersCpu)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFreed), *m.user_memory);
+	workload->prepare();
+	auto machine = m.machine(*workload);
+	MigrationConfig config = config_for(Strategy::kNone, "qemu-7.2");
+	ASSERT_EQ(config.stream, ChannelStream::kPipe);
+	config.link_bytes_per_second = kUnlimitedLink;
+	MigrationResult r = migrate(machine, config);
+	ASSERT_TRUE(r.verified) << r.error;
+	const RoundProgress& bulk = r.round_log.front();
+	ASSERT_GT(bulk.reader_copy_ms, 0.0); // 48 MiB went through the pipe
+	const double sender_cpu_ms = bulk.host_cpu_ms - bulk.sync_ms;
+	EXPECT_GE(bulk.critical_cpu_ms + 1e-6, sender_cpu_ms + bulk.reader_copy_ms);
+	EXPECT_DOUBLE_EQ(bulk.round_ms, bulk.critical_cpu_ms + bulk.sync_ms);
+	double copied = 0;
+	for (const RoundProgress& round : r.round_log)
+		copied += round.reader_copy_ms;
+	EXPECT_DOUBLE_EQ(r.reader_copy_ms, copied);
+
+	// multifd sockets: no reader's copy on the path.
+	config.stream = ChannelStream::kSocketPair;
+	MigrationResult sockets = migrate(machine, config);
+	ASSERT_TRUE(sockets.verified) << sockets.error;
+	EXPECT_EQ(sockets.reader_copy_ms, 0.0);
 }
 
 TEST(ModelClock, StandsStillOutsideMigrationsAndFollowsModelTimeWithin)

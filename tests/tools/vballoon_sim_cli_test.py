@@ -23,7 +23,8 @@ RAM_MIB = "128"
 WORKLOADS = ["fresh", "freed", "busy"]
 STRATEGIES = ["none", "zero-detect", "hint", "report", "hint+zero-detect", "report+zero-detect"]
 FIELDS = ["workload", "strategy", "run", "bytes_sent", "pages_sent", "zero_pages", "host_cpu_ms",
-          "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms", "receiver_cpu_ms", "rounds", "converged",
+          "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms", "receiver_cpu_ms", "reader_copy_ms", "rounds",
+          "converged",
           "total_ms", "downtime_ms", "fixed_ms", "first_hint_ms", "verified"]
 REPEAT = 2
 LINKS = [1, 10, 25, 100, None]
