@@ -60,8 +60,7 @@ MODULE_PARM_DESC(max_chunk_order,
 static bool zero_on_inflate;
 module_param(zero_on_inflate, bool, 0444);
 MODULE_PARM_DESC(zero_on_inflate,
-		 "Zero pages as they enter the balloon, unless the device initialises them (default off)");
-
+		 "Zero pages entering the balloon, unless the device does it (default off)");
 
 /* After the guest ran out of pages to give without pressure (virtio_balloon: "Out of puff"). */
 #define VBALLOON_STALL_RETRY_MS 200

@@ -357,12 +357,13 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 
 	for (i = 0; i < n_out + n_in; i++) {
 		const struct vballoon_segment *seg = i < n_out ? &out[i] : &in[i - n_out];
+		uint32_t len = seg->len;
 
+		if (i == 0 && vballoon_misalign_this(dev, kind, seg))
+			len -= SZ_2K;
 		/* The core's buffers are kmalloc memory: physically contiguous across pages. */
 		sg_init_table(&sg[i], 1);
-		sg_set_page(&sg[i], pfn_to_page(PHYS_PFN(seg->phys_addr)),
-			    i == 0 && vballoon_misalign_this(dev, kind, seg) ? seg->len - SZ_2K :
-									     seg->len,
+		sg_set_page(&sg[i], pfn_to_page(PHYS_PFN(seg->phys_addr)), len,
 			    offset_in_page(seg->phys_addr));
 		sgs[i] = &sg[i];
 	}
