@@ -8,7 +8,9 @@
 # busybox-static, kmod for depmod, cpio, xz-utils, python3-pytest), the plot of
 # `vballoon-sim compare` (python3-matplotlib), and DKMS packaging (dkms, ci/dkms-build.sh);
 # for the second kernel of the matrix, Debian's 6.12: pahole (module BTF), zstd (its
-# bzImage), and its headers, unpacked by ci/install-kernel-6.12.sh.
+# bzImage), and its headers, unpacked by ci/install-kernel-6.12.sh; the patched QEMU's build
+# (qemu/build-patched-qemu.sh: dpkg-dev for apt-get source, meson, pkg-config,
+# python3-setuptools, glib, pixman, libfdt; the script adds the deb-src entry it needs).
 #
 # Idempotent and quiet: when every package is already installed and the 6.12 headers are
 # unpacked it does nothing, not even `apt-get update`. Needs root (or sudo) only when
@@ -41,6 +43,13 @@ pahole
 clang
 libclang-rt-14-dev
 clang-format
+dpkg-dev
+meson
+pkg-config
+python3-setuptools
+libglib2.0-dev
+libpixman-1-dev
+libfdt-dev
 "
 
 kernel_6_12() {

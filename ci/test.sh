@@ -17,7 +17,9 @@
 #      variants of driver/linux/check-variants.sh (no compaction, no reporting, an unknown
 #      balloon API refused) for both
 #   8. the QEMU guest suite, our module next to the in-tree driver: every test on 6.1, and
-#      the kernel matrix's selection ($KERNEL_MATRIX_TESTS) on Debian's 6.12 kernel
+#      the kernel matrix's selection ($KERNEL_MATRIX_TESTS) on Debian's 6.12 kernel; then
+#      Debian's QEMU 7.2 built with qemu/patches (qemu/build-patched-qemu.sh, cached) and
+#      the chunked tests against it on 6.1 (-m patched_qemu)
 #   9. DKMS from a clean clone, for both kernels
 set -eu
 cd "$(dirname "$0")/.."
@@ -64,6 +66,12 @@ kdir612=$(ci/kernel-matrix.sh)
 step "QEMU guest suite (6.1)"
 # Debian's interpreter, which has python3-pytest, whatever else is first on PATH.
 /usr/bin/python3 -m pytest tests/guest -v
+
+# About 6-16 min on 2 cores (qemu/README.md), once: the binary is cached by patch hash.
+step "patched QEMU 7.2 (qemu/patches): build"
+qemu/build-patched-qemu.sh >/dev/null
+step "QEMU guest suite (6.1) against the patched QEMU: chunks"
+/usr/bin/python3 -m pytest tests/guest -v -m patched_qemu
 
 # On 6.12: the machine itself (live code patching under our TCG), binding, every device
 # option combination, inflate/deflate, stats, deflate-on-OOM, compaction, unloading while

@@ -3,7 +3,11 @@
 """Inflate and deflate 1 GiB in a 2 GiB QEMU guest: driver variants side by side.
 
 A variant is a driver and its module parameters, `DRIVER[:NAME=VALUE,...]` with DRIVER
-`in-tree` (virtio_balloon) or `vballoon`; the parameters go to its insmod.  The default:
+`in-tree` (virtio_balloon) or `vballoon`; the parameters go to its insmod, except
+`dev.PROP=VALUE` (a virtio-balloon-pci property, e.g. `dev.x-vb-chunked=on`),
+`kernel.NAME=VALUE` (added to that guest's kernel command line, e.g. `kernel.init_on_free=1`) and
+`qemu=BINARY` (the QEMU to boot that variant's guest with; `qemu=patched` is the one
+qemu/build-patched-qemu.sh built for the current patches; default --qemu).  The default:
 `in-tree`, `vballoon` (default parameters: max_chunk_order=9) and `vballoon:max_chunk_order=0`
 (a page at a time, like the in-tree driver).
 
@@ -36,6 +40,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,6 +66,9 @@ PAGE = 4096
 VBALLOON_DEFAULT_ORDER = 9
 TRACE_EVENTS = ("virtio_queue_notify", "virtio_notify", "virtqueue_pop",
                 "virtio_balloon_handle_output")
+# --device-time: per request only, so tracing costs the same for PFN arrays and chunks.
+DEVICE_TIME_EVENTS = ("virtio_queue_notify", "virtio_notify", "virtqueue_pop",
+                      "virtqueue_fill", "virtio_balloon_chunk_request")
 DEBUGFS_KEYS = ("inflate_messages", "pages_inflated", "deflate_messages", "pages_deflated",
                 "alloc_failures", "queue_failures")
 
@@ -70,10 +78,14 @@ class Variant:
     spec: str                  # as given: "vballoon:max_chunk_order=0"
     driver: str                # "in-tree" or "vballoon"
     params: dict[str, str]     # module parameters, in order
+    device_props: dict[str, str] = dataclasses.field(default_factory=dict)  # dev.PROP=VALUE
+    qemu: str | None = None    # qemu=BINARY ("patched": the build script's binary)
+    kernel_args: dict[str, str] = dataclasses.field(default_factory=dict)  # kernel.NAME=VALUE
     vm: guestvm.GuestVM | None = None
     drv: guestvm.Driver | None = None
     device: str | None = None  # the balloon's virtio device in the guest, e.g. "virtio0"
     max_chunk_order: int | None = None   # vballoon only: as the loaded module reports it
+    features: str | None = None  # the bits the driver accepted (sysfs), as hex
 
     @property
     def insmod_params(self) -> str:
@@ -92,17 +104,37 @@ def parse_variants(text: str) -> list[Variant]:
         driver, _, rest = spec.partition(":")
         if driver not in DRIVERS:
             raise ValueError(f"unknown driver {driver!r} in {spec!r}; choose from {DRIVERS}")
-        params = {}
+        params: dict[str, str] = {}
+        props: dict[str, str] = {}
+        kargs: dict[str, str] = {}
+        qemu = None
         for p in (p.strip() for p in rest.split(",") if p.strip()):
             name, eq, value = p.partition("=")
+            if name == "qemu" and eq and value:
+                qemu = value
+                continue
+            if name.startswith("dev.") and eq and \
+                    re.fullmatch(r"[a-z][a-z0-9-]*", name[4:]) and \
+                    re.fullmatch(r"[A-Za-z0-9_.+-]+", value):
+                props[name[4:]] = value
+                continue
+            if name.startswith("kernel.") and eq and \
+                    re.fullmatch(r"[a-z][a-z0-9_.-]*", name[7:]) and \
+                    re.fullmatch(r"[A-Za-z0-9_.+-]+", value):
+                kargs[name[7:]] = value
+                continue
             if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or \
                     not re.fullmatch(r"[A-Za-z0-9_.+-]+", value):
-                raise ValueError(f"bad module parameter {p!r} in {spec!r} (want NAME=VALUE)")
+                raise ValueError(f"bad parameter {p!r} in {spec!r} (want NAME=VALUE, "
+                                 f"dev.PROP=VALUE, kernel.NAME=VALUE or qemu=BINARY)")
             params[name] = value
-        canon = driver + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
+        items = ([f"qemu={qemu}"] if qemu else []) + \
+            [f"dev.{k}={v}" for k, v in props.items()] + \
+            [f"kernel.{k}={v}" for k, v in kargs.items()] + [f"{k}={v}" for k, v in params.items()]
+        canon = driver + (":" + ",".join(items) if items else "")
         if any(v.spec == canon for v in out):
             raise ValueError(f"variant {canon!r} given twice")
-        out.append(Variant(canon, driver, params))
+        out.append(Variant(canon, driver, params, props, qemu, kargs))
     if not out:
         raise ValueError("no variants given")
     return out
@@ -113,10 +145,16 @@ def loadavg() -> str:
         return " ".join(f.read().split()[:3])
 
 
-def qemu_version() -> str:
+def patched_qemu() -> str:
+    """The binary qemu/build-patched-qemu.sh caches for the current patches (may not exist)."""
+    script = os.path.join(REPO_ROOT, "qemu", "build-patched-qemu.sh")
+    return subprocess.run([script, "--print-path"], capture_output=True, text=True).stdout.strip()
+
+
+def qemu_version(binary: str | None = None) -> str:
     try:
-        out = subprocess.run([guestvm.QEMU, "--version"], capture_output=True, text=True,
-                             check=True).stdout
+        out = subprocess.run([binary or guestvm.QEMU, "--version"], capture_output=True,
+                             text=True, check=True).stdout
         return out.splitlines()[0]
     except (OSError, subprocess.CalledProcessError) as e:
         return f"unknown ({e})"
@@ -151,8 +189,9 @@ class Accounting:
     trace lines written meanwhile (kicks, interrupts, popped descriptors, pages), and the
     guest's /proc/vmstat and vballoon debugfs counters."""
 
-    def __init__(self, v: Variant):
+    def __init__(self, v: Variant, events=TRACE_EVENTS):
         self.v = v
+        self.events = events
         self.vm = v.vm
         self.qemu_log = os.path.join(self.vm.log_dir, f"{self.vm.name}.qemu.log")
         self.vdev_path = None
@@ -193,8 +232,13 @@ class Accounting:
 
     def set_trace(self, on: bool) -> None:
         try:
-            for ev in TRACE_EVENTS:
-                self.vm.qmp.execute("trace-event-set-state", {"name": ev, "enable": on})
+            for ev in self.events:
+                try:
+                    self.vm.qmp.execute("trace-event-set-state", {"name": ev, "enable": on})
+                except QMPError:
+                    if not ev.startswith("virtio_balloon_chunk_"):
+                        raise   # the patched QEMU's own events: absent from a stock one
+
             self.trace_ok = on
         except QMPError as e:
             self.trace_ok = False
@@ -214,10 +258,11 @@ class Accounting:
     def measure(self, direction: str, target: int) -> dict:
         """Move the balloon to target (untimed) with everything counted."""
         g0, u0, off = self.guest_counters(), self.used_idx(), self.log_size()
+        t0 = time.monotonic()
         self.vm.qmp.balloon(target)
         self.vm.qmp.wait_balloon(target, TIMEOUT_S)
+        res: dict = {"wall_s": round(time.monotonic() - t0, 4)}
         u1, g1 = self.used_idx(), self.guest_counters()
-        res: dict = {}
         n = QUEUE_INDEX[direction]
         if u0[direction] is not None and u1[direction] is not None:
             res["descriptors_used"] = (u1[direction] - u0[direction]) % 65536
@@ -261,7 +306,18 @@ def parse_trace(lines: list[str], queue: int) -> dict:
         current = None
 
     in_queue = False
+    device_s = 0.0
+    timed = 0
+    pop_ts = None
+    chunk_requests = chunk_ranges = 0
     for line in lines:
+        ts = re.search(r"@(\d+\.\d+):", line)
+        ts = float(ts.group(1)) if ts else None
+        m = re.search(r"virtio_balloon_chunk_request inflate: (\d) ranges: (\d+)", line)
+        if m and in_queue:
+            chunk_requests += 1
+            chunk_ranges += int(m.group(2))
+            continue
         m = re.search(r"virtio_queue_notify vdev \S+ n (\d+) vq (\S+)", line)
         if m:
             if int(m.group(1)) == queue:
@@ -275,10 +331,20 @@ def parse_trace(lines: list[str], queue: int) -> dict:
             if in_queue:
                 pops += 1
                 current = []
+                pop_ts = ts
             continue
         m = re.search(r"virtio_notify vdev \S+ vq (\S+)", line)
         if m:
             notify_vqs.append(m.group(1))
+            continue
+        # Under TCG the device handles a kick in the vCPU thread: from popping a request to
+        # filling its used entry is the device's own work on it (checks, discards, madvise).
+        m = re.search(r"virtqueue_fill vq (\S+) elem", line)
+        if m:
+            if m.group(1) == vq and in_queue and pop_ts is not None and ts is not None:
+                device_s += ts - pop_ts
+                timed += 1
+            pop_ts = None
             continue
         m = re.search(r"virtio_balloon_handle_output .*gpa: (?:0x)?([0-9a-fA-F]+)", line)
         if m and in_queue and current is not None:
@@ -296,7 +362,11 @@ def parse_trace(lines: list[str], queue: int) -> dict:
     return {"kicks": kicks, "interrupts": sum(1 for p in notify_vqs if p == vq),
             "descriptors_popped": pops,
             "descriptors_per_kick": round(pops / kicks, 2) if kicks else None,
-            "pages": pages, "runs_in_arrival_order": runs, "merged_discards": merged}
+            "pages": pages, "runs_in_arrival_order": runs, "merged_discards": merged,
+            **({"device_s": round(device_s, 4), "device_timed_requests": timed}
+               if timed else {}),
+            **({"chunk_requests": chunk_requests, "chunk_ranges": chunk_ranges}
+               if chunk_requests else {})}
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -321,6 +391,14 @@ def main(argv=None) -> int:
     ap.add_argument("--append", default="", help="extra guest kernel command line")
     ap.add_argument("--vballoon-ko", default=guest_image.default_vballoon_ko(),
                     help="default $VBALLOON_KO or <repo>/vballoon.ko")
+    ap.add_argument("--qemu", default=guestvm.QEMU,
+                    help="QEMU binary for variants without qemu= (default $VBALLOON_QEMU or "
+                         "qemu-system-x86_64; 'patched': qemu/build-patched-qemu.sh's)")
+    ap.add_argument("--device-time", action="store_true",
+                    help="the counting round traces per request only (no per-page events; "
+                         "with the patched QEMU its virtio_balloon_chunk_request too), with "
+                         "timestamps (-msg timestamp=on): the time the device spent on each "
+                         "request, pop to fill, summed beside the round's wall time")
     ap.add_argument("--json", metavar="FILE", help="also write the JSON result here")
     args = ap.parse_args(argv)
 
@@ -330,6 +408,14 @@ def main(argv=None) -> int:
         ap.error(str(e))
     if args.reps < 1 or args.warmup < 0:
         ap.error("--reps must be >= 1 and --warmup >= 0")
+    for v in variants:
+        want = v.qemu or args.qemu
+        v.qemu = patched_qemu() if want == "patched" else want
+        if not v.qemu or not (os.access(v.qemu, os.X_OK) or shutil.which(v.qemu)):
+            print(f"inflate_deflate: QEMU {want!r} of {v.spec} not found ({v.qemu}); the "
+                  f"patched one is built by {os.path.join(REPO_ROOT, 'qemu', 'build-patched-qemu.sh')}",
+                  file=sys.stderr)
+            return 2
     if any(v.driver == "vballoon" for v in variants) and not os.path.isfile(args.vballoon_ko):
         print("inflate_deflate: " + guest_image.missing_vballoon_message(args.vballoon_ko)
               + "; or measure the in-tree driver alone with --variants in-tree",
@@ -352,12 +438,17 @@ def main(argv=None) -> int:
                      else guestvm.intree_driver(img))
             v.drv.params = v.insmod_params   # replaces $VBALLOON_PARAMS: the variant says all
             name = "bench-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", v.spec)
-            v.vm = guestvm.GuestVM(img, name=name, ram_mib=args.ram_mib, append=args.append)
+            append = " ".join([args.append] + [f"{k}={x}" for k, x in v.kernel_args.items()])
+            v.vm = guestvm.GuestVM(img, name=name, ram_mib=args.ram_mib, append=append.strip(),
+                                   balloon_props=v.device_props, qemu=v.qemu,
+                                   extra_args=["-msg", "timestamp=on"] if args.device_time
+                                   else None)
             v.vm.start()
             v.vm.qmp.balloon(ram)       # before probe, so the driver starts with no target
             v.vm.load_driver(v.drv)
             v.vm.qmp.wait_balloon(ram, TIMEOUT_S)
             v.device = v.vm.balloon_device()
+            v.features = hex(v.vm.negotiated_features())
             if v.driver == "vballoon":
                 r = v.vm.run("cat /sys/module/vballoon/parameters/max_chunk_order", check=False)
                 v.max_chunk_order = (int(r.output.strip()) if r.status == 0
@@ -392,7 +483,7 @@ def main(argv=None) -> int:
 
         if not args.no_count:
             for v in variants:
-                acc = Accounting(v)
+                acc = Accounting(v, DEVICE_TIME_EVENTS if args.device_time else TRACE_EVENTS)
                 acc.set_trace(True)
                 try:
                     counts[v.spec] = {"inflate": acc.measure("inflate", target),
@@ -415,7 +506,8 @@ def main(argv=None) -> int:
         "guest_ram_mib": args.ram_mib, "balloon_mib": args.size_mib,
         "guest_smp": 2, "accel": guestvm.TCG_ACCEL, "kernel": kver, "kernel_cmdline": cmdline,
         "init_on_alloc": 0 if "init_on_alloc=0" in cmdline.split() else "default (on)",
-        "qemu": qemu_version(), "reps": args.reps, "warmup": args.warmup,
+        "qemu": qemu_version(args.qemu if args.qemu != "patched" else patched_qemu()),
+        "reps": args.reps, "warmup": args.warmup,
         "order": "interleaved, first variant rotated each rep",
         "poll_ms": args.poll_ms, "dirty_before_inflate": args.dirty,
         "host": f"{platform.node()} {os.cpu_count()} cpus",
@@ -423,6 +515,10 @@ def main(argv=None) -> int:
         "vballoon_ko": args.vballoon_ko if any(v.driver == "vballoon" for v in variants)
         else None,
         "variants": {v.spec: {"driver": v.drv.module, "insmod_params": v.insmod_params,
+                              "device_props": v.device_props, "qemu": v.qemu,
+                              "kernel_cmdline": v.vm.append,
+                              "qemu_version": qemu_version(v.qemu),
+                              "features": v.features,
                               "max_chunk_order": v.max_chunk_order, "boot_s": boot_s[v.spec]}
                      for v in variants},
     }
@@ -433,8 +529,10 @@ def main(argv=None) -> int:
                 for k in DIRECTIONS}
 
     vs_intree = {}
-    if "in-tree" in summary:
-        vs_intree = {v.spec: ratio(v.spec, "in-tree") for v in variants if v.spec != "in-tree"}
+    # The reference: the first in-tree variant (plain `in-tree`, or e.g. `in-tree:qemu=patched`).
+    ref_spec = next((v.spec for v in variants if v.driver == "in-tree"), None)
+    if ref_spec:
+        vs_intree = {v.spec: ratio(v.spec, ref_spec) for v in variants if v.spec != ref_spec}
     # vballoon's orders against order 0, between variants that differ only in the order.
     order_ratios = []
     vb = [v for v in variants if v.driver == "vballoon" and v.max_chunk_order is not None]
@@ -457,10 +555,14 @@ def main(argv=None) -> int:
         insmod = " ".join(x for x in (c["driver"], c["insmod_params"]) if x)
         order = (f"  (max_chunk_order={v.max_chunk_order})"
                  if v.max_chunk_order is not None else "")
-        print(f"    {v.spec:28s} insmod {insmod}{order}  boot {c['boot_s']:.1f} s")
+        props = "".join(f",{k}={x}" for k, x in v.device_props.items())
+        print(f"    {v.spec:28s} insmod {insmod}{order}  boot {c['boot_s']:.1f} s\n"
+              f"      kernel: {c['kernel_cmdline']}\n"
+              f"      {v.qemu} ({c['qemu_version']}) -device virtio-balloon-pci{props}; "
+              f"features {v.features}")
     print()
     w = max(len(v.spec) for v in variants)
-    ref = "in-tree" in summary
+    ref = ref_spec is not None
     print(f"{'variant':{w}s} {'direction':9s} {'min s':>7s} {'median s':>9s} {'max s':>7s}  n"
           + ("  min/in-tree  median/in-tree" if ref else ""))
     for v in variants:
@@ -491,7 +593,7 @@ def main(argv=None) -> int:
               + "):")
         hdr = (f"{'variant':{w}s} {'direction':9s} {'descs':>5s} {'kicks':>5s} {'desc/kick':>9s}"
                f" {'irqs':>5s} {'pages':>6s} {'runs':>5s} {'merged':>6s} {'drv msgs':>8s}"
-               f" {'drv pages':>9s} {'allocfail':>9s}")
+               f" {'drv pages':>9s} {'allocfail':>9s} {'wall s':>7s} {'dev s':>7s}")
         print(hdr)
 
         def f(x, width):
@@ -502,21 +604,25 @@ def main(argv=None) -> int:
                 dfs = c.get("debugfs", {})
                 print(f"{v.spec:{w}s} {k:9s} {f(c.get('descriptors_used'), 5)} "
                       f"{f(c.get('kicks'), 5)} {f(c.get('descriptors_per_kick'), 9)} "
-                      f"{f(c.get('interrupts'), 5)} {f(c.get('pages', c.get('vmstat_pages')), 6)} "
+                      f"{f(c.get('interrupts'), 5)} {f(c.get('pages') or c.get('vmstat_pages'), 6)} "
                       f"{f(c.get('runs_in_arrival_order'), 5)} {f(c.get('merged_discards'), 6)} "
                       f"{f(dfs.get(k + '_messages'), 8)} "
-                      f"{f(dfs.get('pages_' + k + 'd'), 9)} {f(dfs.get('alloc_failures'), 9)}")
+                      f"{f(dfs.get('pages_' + k + 'd'), 9)} {f(dfs.get('alloc_failures'), 9)} "
+                      f"{f(c.get('wall_s'), 7)} {f(c.get('device_s'), 7)}")
         print("  descs: descriptors the device used (x-query-virtio-queue-status)\n"
               "  kicks, irqs, pages: QEMU trace events virtio_queue_notify, virtio_notify,\n"
               "    virtio_balloon_handle_output; desc/kick: descriptors in flight at each kick\n"
               "  runs: runs of contiguous 4 KiB pages in the order the device saw them\n"
               "  merged: discards a host would make that sorts and merges each request's PFNs\n"
               "    (QEMU 7.2 makes one per page)\n"
-              "  drv msgs, drv pages, allocfail: vballoon's debugfs counters; '-': not available")
+              "  drv msgs, drv pages, allocfail: vballoon's debugfs counters; '-': not available\n"
+              "  wall s: this round's time (traced); dev s (--device-time): the device's own\n"
+              "    work, virtqueue_pop to virtqueue_fill summed over the queue's requests")
         for n in count_notes:
             print(f"  note: {n}")
 
-    doc = {"config": config, "results": summary, "ratio_to_intree": vs_intree,
+    doc = {"config": config, "results": summary, "reference": ref_spec,
+           "ratio_to_intree": vs_intree,
            "ratio_order_to_order0": order_ratios, "counts": counts}
     if "vballoon" in vs_intree:  # the key earlier versions wrote
         doc["ratio_vballoon_over_intree"] = vs_intree["vballoon"]

@@ -170,6 +170,7 @@ vb::GuestTraits to_traits(const vballoon_guest_traits* traits)
 	out.page_shift = traits->page_shift;
 	out.freed_pages_need_pattern = traits->freed_pages_need_pattern;
 	out.free_page_pattern = traits->free_page_pattern;
+	out.initialise_before_inflate = traits->initialise_before_inflate;
 	out.max_alloc_order = traits->max_alloc_order;
 	out.runs_free_page_hinting = traits->runs_free_page_hinting;
 	out.runs_page_reporting = traits->runs_page_reporting;

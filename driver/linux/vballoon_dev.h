@@ -90,6 +90,11 @@ struct vballoon_dev {
 	/* Fault injection (debugfs "refuse_deflates"): deflateq refuses every buffer. */
 	bool refuse_deflates;
 	/*
+	 * Fault injection (debugfs "misalign_next_inflate"): the next inflate message's first
+	 * segment is sent 2 KiB short, a request a chunked device must refuse whole.
+	 */
+	bool misalign_next_inflate;
+	/*
 	 * Fault injection (debugfs "break_after_hint_blocks"): when the round adds its Nth
 	 * hint block the device is marked broken, as a surprise removal does. 0: never.
 	 */

@@ -52,6 +52,15 @@ module_param(max_chunk_order, uint, 0444);
 MODULE_PARM_DESC(max_chunk_order,
 		 "Largest block inflate allocates, as a page order (default 9 = 2 MiB; 0: a page at a time, like virtio_balloon)");
 
+/*
+ * What Linux did in 2017 (commit bb01b64cfab7, later reverted): the guest zeroes every page
+ * as it enters the balloon, so a deflated page comes back clean. Off by default; the
+ * measurement of seed 004's "guest zeroes" case (bench/guest).
+ */
+static bool zero_on_inflate;
+module_param(zero_on_inflate, bool, 0444);
+MODULE_PARM_DESC(zero_on_inflate,
+		 "Zero pages entering the balloon, unless the device does it (default off)");
 
 /* After the guest ran out of pages to give without pressure (virtio_balloon: "Out of puff"). */
 #define VBALLOON_STALL_RETRY_MS 200
@@ -91,6 +100,7 @@ static void vballoon_guest_traits(struct vballoon_guest_traits *traits)
 	traits->freed_pages_need_pattern = want_init_on_free() || page_poisoning_enabled_static();
 	traits->free_page_pattern = want_init_on_free() ? 0 : PAGE_POISON * 0x01010101u;
 	traits->max_alloc_order = VB_MAX_PAGE_ORDER;
+	traits->initialise_before_inflate = zero_on_inflate;
 	traits->runs_free_page_hinting = true;
 	traits->runs_page_reporting = IS_ENABLED(CONFIG_PAGE_REPORTING);
 }
@@ -469,6 +479,8 @@ static int vballoon_probe(struct virtio_device *vdev)
 	debugfs_create_file("counters", 0444, vb->debugfs_dir, vb, &vballoon_counters_fops);
 	debugfs_create_bool("fail_next_restore", 0600, vb->debugfs_dir, &vb->fail_next_restore);
 	debugfs_create_bool("refuse_deflates", 0600, vb->debugfs_dir, &vb->refuse_deflates);
+	debugfs_create_bool("misalign_next_inflate", 0600, vb->debugfs_dir,
+			    &vb->misalign_next_inflate);
 	debugfs_create_u32("break_after_hint_blocks", 0600, vb->debugfs_dir,
 			   &vb->break_after_hint_blocks);
 

@@ -18,6 +18,7 @@
 #include <linux/poison.h>
 #include <linux/printk.h>
 #include <linux/scatterlist.h>
+#include <linux/sizes.h>
 #include <linux/string.h>
 #include <linux/virtio.h>
 #include <linux/virtio_balloon.h>
@@ -289,11 +290,10 @@ void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_
 void vb_os_initialise_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run)
 {
 	/*
-	 * The page allocator already initialises freed pages in this kernel (init_on_free,
-	 * poisoning), so the core is never told to do it before inflating here; should it be,
-	 * the pages get the same pattern the allocator would write.
+	 * Asked for by zero_on_inflate: zero, or the poison page poisoning expects of a free
+	 * page (what the allocator itself would write).
 	 */
-	uint8_t byte = want_init_on_free() ? 0 : PAGE_POISON;
+	uint8_t byte = !want_init_on_free() && page_poisoning_enabled_static() ? PAGE_POISON : 0;
 	uint64_t i;
 
 	for (i = 0; i < run->count; i++) {
@@ -316,6 +316,17 @@ static struct virtqueue *vb_os_vq(struct vballoon_dev *dev, unsigned int kind)
 	if (WARN_ON_ONCE(kind >= VB_QUEUE_KIND_COUNT || !dev->vqs[kind]))
 		return NULL;
 	return dev->vqs[kind];
+}
+
+/* debugfs misalign_next_inflate: once, on an inflate segment long enough to shorten. */
+static bool vballoon_misalign_this(struct vballoon_dev *dev, unsigned int kind,
+				   const struct vballoon_segment *seg)
+{
+	if (kind != VB_QUEUE_INFLATE || seg->len <= SZ_2K || !READ_ONCE(dev->misalign_next_inflate))
+		return false;
+	WRITE_ONCE(dev->misalign_next_inflate, false);
+	dev_info(&dev->vdev->dev, "inflate segment sent 2 KiB short, as asked (debugfs)\n");
+	return true;
 }
 
 bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
@@ -346,10 +357,13 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 
 	for (i = 0; i < n_out + n_in; i++) {
 		const struct vballoon_segment *seg = i < n_out ? &out[i] : &in[i - n_out];
+		uint32_t len = seg->len;
 
+		if (i == 0 && vballoon_misalign_this(dev, kind, seg))
+			len -= SZ_2K;
 		/* The core's buffers are kmalloc memory: physically contiguous across pages. */
 		sg_init_table(&sg[i], 1);
-		sg_set_page(&sg[i], pfn_to_page(PHYS_PFN(seg->phys_addr)), seg->len,
+		sg_set_page(&sg[i], pfn_to_page(PHYS_PFN(seg->phys_addr)), len,
 			    offset_in_page(seg->phys_addr));
 		sgs[i] = &sg[i];
 	}

@@ -54,6 +54,8 @@ struct vballoon_guest_traits {
 	uint32_t free_page_pattern;
 	uint32_t max_alloc_order;
 	bool freed_pages_need_pattern;
+	/* Zero (or poison) pages as they enter the balloon (module parameter zero_on_inflate). */
+	bool initialise_before_inflate;
 	/* The glue runs the hint work item and shrinker (vballoon_free_pages.c). */
 	bool runs_free_page_hinting;
 	/* The glue registers with the kernel's page_reporting (CONFIG_PAGE_REPORTING). */

@@ -140,8 +140,13 @@ class GuestVM:
     def __init__(self, img: guest_image.GuestImage, *, name: str = "guest", ram_mib: int = 2048,
                  smp: int = 2, balloon_props: dict | None = None, append: str = "",
                  log_dir: str | None = None, init_on_alloc_off: bool = True,
-                 extra_args: list[str] | None = None, hotpluggable_balloon: bool = False):
+                 extra_args: list[str] | None = None, hotpluggable_balloon: bool = False,
+                 qemu: str | None = None, incoming: str | None = None):
         self.img = img
+        self.qemu = qemu or QEMU  # the binary (tests/guest/test_patched_qemu.py: the patched one)
+        # A migration stream to start from (-incoming URI) instead of a boot: start() then
+        # waits for the load to complete and for the guest's command channel to answer.
+        self.incoming = incoming
         self.name = name
         self.ram_bytes = ram_mib * MIB
         self.ram_mib = ram_mib
@@ -182,7 +187,7 @@ class GuestVM:
         iothread = self.balloon_props.get("iothread")
         objects = ["-object", f"iothread,id={iothread}"] if iothread else []
         return [
-            QEMU, *objects, "-machine", "q35", "-accel", TCG_ACCEL, "-m", f"{self.ram_mib}M",
+            self.qemu, *objects, "-machine", "q35", "-accel", TCG_ACCEL, "-m", f"{self.ram_mib}M",
             "-smp", str(self.smp), "-nodefaults", "-no-user-config", "-display", "none",
             "-no-reboot", "-kernel", self.img.vmlinux, "-initrd", self.img.initramfs,
             "-append", self.append,
@@ -191,11 +196,12 @@ class GuestVM:
             "-chardev", f"socket,id=cmd,path={r}/cmd.sock",
             "-serial", "chardev:cmd",
             "-qmp", f"unix:{r}/qmp.sock,server=on,wait=off",
-        ] + port + ["-device", f"virtio-balloon-pci,id=balloon0{props}", *self.extra_args]
+        ] + port + ["-device", f"virtio-balloon-pci,id=balloon0{props}", *self.extra_args] + (
+            ["-incoming", self.incoming] if self.incoming else [])
 
     def start(self, boot_timeout: float = 90.0) -> "GuestVM":
-        if shutil.which(QEMU) is None:
-            raise GuestError(f"{QEMU} not found: run ci/install-deps.sh (qemu-system-x86)")
+        if shutil.which(self.qemu) is None:
+            raise GuestError(f"{self.qemu} not found: run ci/install-deps.sh (qemu-system-x86)")
         os.makedirs(self.log_dir, exist_ok=True)
         # Unix socket paths are limited to 108 bytes: keep them short, under /tmp.
         self._rundir = tempfile.mkdtemp(prefix="vbguest-")
@@ -213,7 +219,7 @@ class GuestVM:
                                          stdout=self._stderr, stderr=subprocess.STDOUT,
                                          preexec_fn=_set_pdeathsig)
         except OSError as e:
-            raise GuestError(f"cannot start {QEMU}: {e}") from e
+            raise GuestError(f"cannot start {self.qemu}: {e}") from e
         try:
             deadline = t0 + boot_timeout
             conns = {}
@@ -236,12 +242,33 @@ class GuestVM:
             self.qmp = QMP(os.path.join(self._rundir, "qmp.sock"),
                            connect_timeout=max(deadline - time.monotonic(), 1),
                            is_alive=lambda: self.proc.poll() is None)
-            self._wait_line(b"@@READY", deadline, "the guest's /init to come up")
+            if self.incoming:
+                self._wait_incoming(deadline)
+            else:
+                self._wait_line(b"@@READY", deadline, "the guest's /init to come up")
             self.boot_seconds = time.monotonic() - t0
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _wait_incoming(self, deadline: float) -> None:
+        """-incoming: the stream loaded and the guest running again (QEMU starts it itself),
+        then the command channel answering (the guest's /init still waits on ttyS1)."""
+        while True:
+            status = self.qmp.query_migrate().get("status")
+            running = self.qmp.execute("query-status").get("status") == "running"
+            if status == "completed" and running:
+                break
+            if status == "failed":
+                raise GuestError(f"[{self.name}] loading {self.incoming} failed:\n"
+                                 f"{self._qemu_stderr()}")
+            self._check_alive("loading the migration stream")
+            if time.monotonic() > deadline:
+                raise GuestError(f"[{self.name}] the migration stream did not load "
+                                 f"(status {status})")
+            time.sleep(0.05)  # poll interval, bounded by the deadline above
+        self.resync()
 
     def stop(self) -> None:
         """Quit QEMU (QMP quit, then SIGKILL if it lingers) and remove the runtime folder."""
