@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "vballoon/spec/virtio_balloon.h"
+#include "vballoon/support/mutant.h"
 #include "virtqueue/device_queue.h"
 
 namespace vbsim
@@ -35,17 +36,23 @@ std::optional<BalloonRejection> read_chunk_request(const DescriptorChain& chain,
 		return BalloonRejection::kEmptyRequest;
 	// A bitmap, where one travels, was split off by the caller: anything writable left is
 	// not part of the format (BAL-DEV-XCH-04).
-	if (!chain.writable.empty())
+	if (!chain.writable.empty() && !VB_MUTANT(XCH_DEV_WRITABLE_DESCRIPTOR_ACCEPTED))
 		return BalloonRejection::kWritableBuffer;
 	for (const ChainBuffer& segment : chain.readable) {
 		if (segment.len == 0 || segment.phys_addr % VB_PFN_UNIT_BYTES != 0 ||
 		    segment.len % VB_PFN_UNIT_BYTES != 0) {
+			if (VB_MUTANT(XCH_DEV_BAD_RANGE_SKIPPED))
+				continue;
 			chunks.clear();
 			return BalloonRejection::kChunkMisaligned;
 		}
 		chunks.push_back({segment.phys_addr / VB_PFN_UNIT_BYTES, segment.len / VB_PFN_UNIT_BYTES});
 	}
-	if (ranges_overlap(chunks)) {
+	if (VB_MUTANT(XCH_DEV_RANGES_CAPPED_AT_32) && chunks.size() > 32) {
+		chunks.clear();
+		return BalloonRejection::kChunkMisaligned;
+	}
+	if (ranges_overlap(chunks) && !VB_MUTANT(XCH_DEV_OVERLAP_ACCEPTED)) {
 		chunks.clear();
 		return BalloonRejection::kChunkOverlap;
 	}

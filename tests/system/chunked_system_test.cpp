@@ -126,7 +126,7 @@ TEST(ChunkedInflate, AMisalignedChunkIsRejectedWholeAndCounted)
 	EXPECT_EQ(machine.device.host_owned_pages(), 0u) << "nothing of the request was acted on";
 }
 
-// BAL-DRV-XCH-09: with MUST_TELL_HOST no page of a deflated range is reused before the
+// BAL-DRV-XCH-08: with MUST_TELL_HOST no page of a deflated range is reused before the
 // device acknowledged the deflate that named it.
 TEST(ChunkedMustTellHost, NoPageOfADeflatedRangeIsReusedBeforeItsAck)
 {
