@@ -17,6 +17,8 @@ std::string_view to_string(BalloonRejection reason)
 		return "pfn-array-too-large";
 	case BalloonRejection::kChunkMisaligned:
 		return "chunk-misaligned";
+	case BalloonRejection::kChunkOverlap:
+		return "chunk-overlap";
 	case BalloonRejection::kBitmapMissing:
 		return "bitmap-missing";
 	case BalloonRejection::kPfnOutsideRam:

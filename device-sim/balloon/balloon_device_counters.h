@@ -24,16 +24,19 @@ enum class BalloonRejection : uint8_t {
 	kPfnArrayTooLarge,	 // above the profile's max_pfn_bytes_per_request
 	kChunkMisaligned,	 // VB_F_X_CHUNKED: a range not in whole 4 KiB pages
 	kBitmapMissing,		 // VB_F_X_INIT_ON_INFLATE: no device-writable bitmap big enough
+	// VB_F_X_CHUNKED: two ranges of one request share a page.
+	kChunkOverlap,
 	// One PFN of a request refused, the rest still processed:
 	kPfnOutsideRam, // the 4 KiB page is not fully inside guest RAM
 	// Counted, but done anyway because doing it is harmless:
 	kPfnAlreadyHostOwned, // inflate of a page the balloon already holds (discarded again)
 	kPfnNotHostOwned,     // deflate of a page the balloon does not hold (acked)
 	// Free page hints and reports:
-	kHintMalformed,	      // a free_page_vq chain that is neither one 4-byte id nor in-buffers
-	kReportMalformed,     // a reporting_vq chain with device-readable parts, or empty
-	kRangeNotWholePages,  // a hinted or reported range not whole, aligned 4 KiB pages (ranges
-	                      // beyond RAM never get here: the ring refuses their chain)
+	kHintMalformed,	  // a free_page_vq chain that is neither one 4-byte id nor in-buffers
+	kReportMalformed, // a reporting_vq chain with device-readable parts, or empty
+	// A hinted or reported range not whole, aligned 4 KiB pages (ranges beyond RAM never get
+	// here: the ring refuses their chain):
+	kRangeNotWholePages,
 	kReportedBalloonPage, // a reported range holding pages the balloon holds (not discarded)
 	// Stats buffers (the valid part is still used):
 	kStatsPartialEntry,   // length not a multiple of 10: the trailing bytes are ignored

@@ -11,6 +11,18 @@
 namespace vbsim
 {
 
+namespace
+{
+
+// Every page a deflate range names comes back, however the pages went in (BAL-DEV-XCH-06).
+uint64_t released_pages(const PfnRun& chunk)
+{
+	// A range taken as a token for the chunk an inflate started there: its first page only.
+	return VB_MUTANT(XCH_DEV_DEFLATE_FIRST_PAGE_ONLY) ? 1 : chunk.page_count;
+}
+
+} // namespace
+
 void DeflateQueue::reset()
 {
 	held_.clear();
@@ -34,7 +46,8 @@ void DeflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 			uint64_t requested = 0, given = 0;
 			for (const PfnRun& chunk : chunks_) {
 				requested += chunk.page_count;
-				given += ownership_.give_back_run(chunk.first_pfn, chunk.page_count);
+				given += ownership_.give_back_run(chunk.first_pfn,
+								  released_pages(chunk));
 			}
 			counters_.pages_deflated.fetch_add(given);
 			if (requested != given)
@@ -44,7 +57,8 @@ void DeflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 		}
 		pfns.clear();
 		for (const PfnRun& chunk : chunks_)
-			for (uint64_t pfn = chunk.first_pfn; pfn < chunk.first_pfn + chunk.page_count; pfn++)
+			for (uint64_t pfn = chunk.first_pfn;
+			     pfn < chunk.first_pfn + released_pages(chunk); pfn++)
 				pfns.push_back(pfn);
 	} else if (!reader_.read(chain)) {
 		queue.push_used(chain.head, 0);

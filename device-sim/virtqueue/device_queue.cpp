@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "memory/guest_memory.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
@@ -149,7 +150,13 @@ std::optional<RingRejection> DeviceQueue::walk_indirect_table(const vb_vring_des
 std::optional<RingRejection> DeviceQueue::add_buffer(const vb_vring_desc& desc, bool writable,
 						     DescriptorChain& chain, bool& seen_writable)
 {
-	if (!memory_.contains(desc.addr, desc.len))
+	vb_vring_desc checked = desc;
+	// A device-readable buffer that starts in RAM and runs past its end cut short at the
+	// end instead of refused: the chain would then name less than the driver wrote.
+	if (VB_MUTANT(XCH_DEV_RANGE_PAST_RAM_CLAMPED) && !writable && desc.addr < memory_.size() &&
+	    !memory_.contains(desc.addr, desc.len))
+		checked.len = static_cast<uint32_t>(memory_.size() - desc.addr);
+	if (!memory_.contains(checked.addr, checked.len))
 		return RingRejection::kBufferOutsideRam;
 	if (writable) {
 		seen_writable = true;
@@ -160,8 +167,8 @@ std::optional<RingRejection> DeviceQueue::add_buffer(const vb_vring_desc& desc, 
 		// device-readable descriptor elements" (2.7.4.2).
 		if (seen_writable)
 			return RingRejection::kReadableAfterWritable;
-		chain.readable.push_back({desc.addr, desc.len});
-		chain.readable_bytes += desc.len;
+		chain.readable.push_back({checked.addr, checked.len});
+		chain.readable_bytes += checked.len;
 	}
 	if (chain.readable_bytes + chain.writable_bytes > kChainBytesMax)
 		return RingRejection::kChainBytesOverflow;

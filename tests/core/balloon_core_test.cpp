@@ -578,6 +578,48 @@ TEST(BalloonCoreChunked, DeflateWorksWhenCompactionMovedPagesOutOfAChunk)
 	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
 }
 
+// BAL-DRV-XCH-02..04: whatever the balloon's history (inflate, compaction moving pages out
+// of chunks, partial deflate, inflate again), every range is whole 4 KiB pages, never
+// empty, and no page is named twice in one request.
+TEST(BalloonCoreChunked, EveryRangeIsWholePagesNonEmptyAndNamedOnce)
+{
+	Guest guest(kChunked | VB_FEATURE(VB_F_MUST_TELL_HOST));
+	guest.os.chunked = true;
+	guest.set_target(8192);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	std::vector<uint64_t> before = guest.os.balloon_list;
+	for (size_t i = 0; i < before.size(); i += 50) {
+		auto spare = guest.os.allocator.allocate(0);
+		ASSERT_TRUE(spare);
+		ASSERT_TRUE(guest.balloon.migrate_page(before[i], *spare));
+		ASSERT_TRUE(guest.os.allocator.free_run(before[i], 1));
+	}
+	for (uint32_t target : {1000u, 6000u, 0u}) {
+		guest.set_target(target);
+		ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	}
+
+	size_t requests = 0, multi_range_requests = 0;
+	for (const Event& e : guest.os.events_of(Event::kAdd)) {
+		if (e.queue != vb::QueueKind::kInflate && e.queue != vb::QueueKind::kDeflate)
+			continue;
+		requests++;
+		ASSERT_EQ(e.ranges.size(), e.descriptors);
+		multi_range_requests += e.ranges.size() > 1;
+		for (const vb::Segment& r : e.ranges) {
+			EXPECT_NE(r.len, 0u) << "an empty range";
+			EXPECT_EQ(r.phys_addr % 4096, 0u);
+			EXPECT_EQ(r.len % 4096, 0u);
+		}
+		std::set<uint32_t> unique(e.wire_pfns.begin(), e.wire_pfns.end());
+		EXPECT_EQ(unique.size(), e.wire_pfns.size()) << "a page named twice in one request";
+	}
+	EXPECT_GT(multi_range_requests, 10u) << "compaction should have left fragmented requests";
+	EXPECT_GT(requests, multi_range_requests);
+	EXPECT_EQ(guest.os.allocator.counts().free, kGuestPages);
+	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
+}
+
 vb::GuestTraits initialising_guest()
 {
 	vb::GuestTraits traits;

@@ -30,6 +30,7 @@ struct Event {
 	uint64_t count = 0;
 	std::vector<uint32_t> wire_pfns; // kAdd on inflate/deflate
 	unsigned descriptors = 0;	 // kAdd: driver-readable descriptors of the chain
+	std::vector<vb::Segment> ranges; // kAdd on inflate/deflate with VB_F_X_CHUNKED: as sent
 	const void* token = nullptr;
 
 	static Event of(Kind kind, vb::QueueKind queue = vb::QueueKind::kInflate, uint64_t first_pfn = 0,
@@ -230,6 +231,7 @@ public:
 		event.descriptors = n_out;
 		if (queue == vb::QueueKind::kInflate || queue == vb::QueueKind::kDeflate) {
 			if (chunked) {
+				event.ranges.assign(out, out + n_out);
 				for (unsigned i = 0; i < n_out; i++) {
 					EXPECT_EQ(out[i].phys_addr % 4096, 0u);
 					EXPECT_EQ(out[i].len % 4096, 0u);

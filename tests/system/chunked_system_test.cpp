@@ -126,6 +126,48 @@ TEST(ChunkedInflate, AMisalignedChunkIsRejectedWholeAndCounted)
 	EXPECT_EQ(machine.device.host_owned_pages(), 0u) << "nothing of the request was acted on";
 }
 
+// BAL-DRV-XCH-08: with MUST_TELL_HOST no page of a deflated range is reused before the
+// device acknowledged the deflate that named it.
+TEST(ChunkedMustTellHost, NoPageOfADeflatedRangeIsReusedBeforeItsAck)
+{
+	MachineOptions options;
+	options.device.profile = full_with(VB_FEATURE(VB_F_X_CHUNKED));
+	Machine machine(options);
+	machine.boot();
+	ASSERT_TRUE(machine.guest.negotiated_features() & VB_FEATURE(VB_F_MUST_TELL_HOST));
+	ASSERT_TRUE(machine.guest.negotiated_features() & VB_FEATURE(VB_F_X_CHUNKED));
+	ASSERT_EQ(machine.balloon_to(4096), vb::StepResult::kSettled);
+
+	machine.device.hold_deflate_acks();
+	machine.device.set_target_pages(0);
+	ASSERT_TRUE(machine.device.wait_for_held_deflate_acks(1, kSettleTimeout));
+	EXPECT_EQ(machine.device.host_owned_pages(), 4096u);
+
+	// The guest takes every page it can get; none the host still holds may be among them.
+	uint64_t free_pages = machine.guest.allocator().counts().free;
+	vbsim::UserMemory grab = machine.guest.allocate_user_memory(free_pages, 0x11);
+	EXPECT_EQ(grab.pages, free_pages);
+	for (uint64_t pfn = machine.guest.allocator().first_pfn();
+	     pfn < machine.guest.allocator().first_pfn() + machine.guest_pages(); pfn++) {
+		if (machine.device.host_owns(pfn)) {
+			ASSERT_NE(machine.guest.allocator().state(pfn),
+				  vbsim::BuddyAllocator::FrameState::kFree)
+				<< "page " << pfn
+				<< " was freed before the host acknowledged its deflate";
+		}
+	}
+	EXPECT_EQ(machine.guest.os().counters().must_tell_host_violations.load(), 0u);
+	machine.guest.free_user_memory(grab);
+
+	machine.device.release_deflate_acks();
+	ASSERT_EQ(machine.guest.wait_until_settled(kSettleTimeout), vb::StepResult::kSettled);
+	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(machine.device.actual_pages(), 0u);
+	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
+	EXPECT_EQ(machine.device.counters().rejected_by(vbsim::BalloonRejection::kPfnNotHostOwned),
+		  0u);
+}
+
 // ---- Host-initialised pages ----------------------------------------------------------------
 
 struct InitCase {
@@ -173,14 +215,15 @@ TEST_P(HostInitialisedPages, DeflatedPagesHoldThePatternAndOnlyTheGuestsShareIsW
 	}
 }
 
-INSTANTIATE_TEST_SUITE_P(
-	Cases, HostInitialisedPages,
-	::testing::Values(InitCase{"guest_zeroes", false, false, 0}, InitCase{"host_zeroes", true, false, 0},
-			  InitCase{"host_zeroes_chunks", true, true, 0},
-			  InitCase{"guest_poisons", false, false, 0xaa},
-			  InitCase{"host_poisons", true, false, 0xaa},
-			  InitCase{"host_poisons_chunks", true, true, 0xaa}),
-	[](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, HostInitialisedPages,
+			 ::testing::Values(InitCase{"guest_zeroes", false, false, 0},
+					   InitCase{"host_zeroes", true, false, 0},
+					   InitCase{"host_zeroes_chunks", true, true, 0},
+					   InitCase{"guest_poisons", false, false, 0xaa},
+					   InitCase{"guest_poisons_chunks", false, true, 0xaa},
+					   InitCase{"host_poisons", true, false, 0xaa},
+					   InitCase{"host_poisons_chunks", true, true, 0xaa}),
+			 [](const auto& info) { return info.param.name; });
 
 TEST(HostInitialisedPages, AGuestThatZeroesOnInflateLeavesItToTheHostWhenPromised)
 {

@@ -2,6 +2,7 @@
 #include "vballoon/core/chunk_packer.h"
 
 #include "vballoon/support/freestanding.h"
+#include "vballoon/support/mutant.h"
 
 namespace vb {
 
@@ -20,6 +21,8 @@ uint32_t ChunkPacker::pack(Segment* out, uint32_t capacity)
 		uint64_t pages = min(run.count - offset_in_run_, max_pages_per_chunk_);
 
 		out[written].phys_addr = (run.first_pfn + offset_in_run_) << page_shift_;
+		if (VB_MUTANT(XCH_DRV_RANGE_NOT_WHOLE_PAGES))
+			out[written].phys_addr += 2048;
 		out[written].len = static_cast<uint32_t>(pages << page_shift_);
 		written++;
 		offset_in_run_ += pages;

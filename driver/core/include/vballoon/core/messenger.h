@@ -167,7 +167,11 @@ public:
 	{
 		return (chunked() ? chunks : 1) + (carries_bitmap(queue) ? 1 : 0);
 	}
-	bool chunked() const { return has_feature(features_, VB_F_X_CHUNKED); }
+	bool chunked() const
+	{
+		return has_feature(features_, VB_F_X_CHUNKED) &&
+		       !VB_MUTANT(XCH_DRV_PFN_ARRAY_WHILE_CHUNKED);
+	}
 
 private:
 	// One inflate/deflate request. In PFN mode `wire_pfns` is the payload; with
@@ -422,9 +426,17 @@ template <BalloonOs Os> void Messenger<Os>::pack_message(Message& message, Outbo
 	uint64_t pages = 0;
 
 	if (chunked()) {
-		message.count = box.chunk_packer.pack(message.chunks, chunks_per_message(box.queue));
+		const uint32_t capacity = chunks_per_message(box.queue);
+		message.count = box.chunk_packer.pack(message.chunks, capacity);
 		for (uint32_t i = 0; i < message.count; i++)
 			pages += message.chunks[i].len >> page_shift_;
+		// A trailing range that names nothing, or the first page again.
+		if (VB_MUTANT(XCH_DRV_EMPTY_RANGE) && message.count && message.count < capacity)
+			message.chunks[message.count++] = {message.chunks[0].phys_addr, 0};
+		if (VB_MUTANT(XCH_DRV_RANGE_NAMED_TWICE) && message.count &&
+		    message.count < capacity)
+			message.chunks[message.count++] = {message.chunks[0].phys_addr,
+							   1u << page_shift_};
 	} else {
 		message.count = box.pfn_packer.pack(message.wire_pfns, kWirePagesPerMessage);
 		pages = message.count / wire_pages_per_page_;
