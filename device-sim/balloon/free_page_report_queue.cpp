@@ -66,7 +66,7 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 		counters_.discards_inhibited.fetch_add(1);
 	} else {
 		std::vector<PfnRun> discard = runs_; // discard_runs may reorder and join them
-		if (discarder_.discard_runs(discard))
+		if (discarder_.discard_runs(discard) && !VB_MUTANT(DEV_DI10_REPORT_USED_LENGTH_ZERO))
 			initialised_bytes = pages * GuestMemory::kPageBytes;
 		else
 			counters_.report_discard_failures.fetch_add(1);

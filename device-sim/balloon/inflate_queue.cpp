@@ -181,22 +181,27 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 			(void)memory_.fill(pfn * GuestMemory::kPageBytes, poison_byte, count * GuestMemory::kPageBytes);
 	};
 	uint64_t reported = 0;
+	uint64_t pages_before = 0; // of the units before this one
 	for (uint64_t unit = 0; can_initialise && unit < units; unit++) {
 		uint64_t first = chunked ? chunks_[unit].first_pfn : pfns[unit];
 		uint64_t count = chunked ? chunks_[unit].page_count : 1;
+		// With chunks bit i is chunk i (a mutant numbers the bits by 4 KiB page instead).
+		const uint64_t bit = VB_MUTANT(DEV_DI09_CHUNK_BITS_BY_PAGE) ? pages_before : unit;
+		pages_before += count;
 		bool all = true;
 		for (uint64_t pfn = first; pfn < first + count && all; pfn++)
 			all = page_initialised(pfn);
-		if (!all)
+		if (!all || bit / 8 >= bytes)
 			continue;
 		initialise(first, count);
-		bitmap_[unit / 8] |= static_cast<uint8_t>(1u << (unit % 8));
+		bitmap_[bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
 		reported += count;
 	}
 	if (!memory_.write(bitmap.phys_addr, bitmap_.data(), bytes))
 		throw std::logic_error("InflateQueue: validated bitmap outside RAM");
 	counters_.pages_reported_initialised.fetch_add(reported);
-	return bytes;
+	// The used length is the bitmap's ceil(n / 8) bytes, whatever bits are set.
+	return VB_MUTANT(DEV_DI01_USED_LENGTH_ZERO) ? 0 : bytes;
 }
 
 } // namespace vbsim
