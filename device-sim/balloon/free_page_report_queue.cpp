@@ -66,7 +66,8 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 		counters_.discards_inhibited.fetch_add(1);
 	} else {
 		std::vector<PfnRun> discard = runs_; // discard_runs may reorder and join them
-		if (discarder_.discard_runs(discard) && !VB_MUTANT(DEV_DI10_REPORT_USED_LENGTH_ZERO))
+		if (discarder_.discard_runs(discard) &&
+		    !VB_MUTANT(DEV_DI10_REPORT_USED_LENGTH_ZERO))
 			initialised_bytes = pages * GuestMemory::kPageBytes;
 		else
 			counters_.report_discard_failures.fetch_add(1);
@@ -74,7 +75,8 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 	}
 	if (!tell_initialised && !VB_MUTANT(DEV_DI06_USED_LENGTH_WITHOUT_INIT_REPORTED))
 		initialised_bytes = 0;
-	counters_.pages_reported_device_initialised.fetch_add(initialised_bytes / GuestMemory::kPageBytes);
+	counters_.pages_reported_device_initialised.fetch_add(initialised_bytes /
+							      GuestMemory::kPageBytes);
 	if (events) {
 		for (const PfnRun& run : runs_)
 			events->pages_reported(run.first_pfn * GuestMemory::kPageBytes,

@@ -42,7 +42,8 @@ void InflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain, uin
 	// without a writable buffer is an inflate without a bitmap.
 	const bool zero_only_declined =
 		rule == InitRule::kZeroOnly &&
-		((poison != 0 && !VB_MUTANT(DEV_DI02_BITMAP_USED_WITH_POISON)) || chain.writable.empty());
+		((poison != 0 && !VB_MUTANT(DEV_DI02_BITMAP_USED_WITH_POISON)) ||
+		 chain.writable.empty());
 	const bool wants_bitmap = rule != InitRule::kNone && !zero_only_declined;
 	if (zero_only_declined && !chain.writable.empty()) {
 		payload_ = chain;
@@ -89,7 +90,8 @@ void InflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain, uin
 	const uint64_t discard_before = counters_.discard_ns.load();
 	const bool discards_done = take_and_discard();
 	const uint32_t written =
-		wants_bitmap ? report_initialised(chain.writable[0], rule, discards_done, poison) : 0;
+		wants_bitmap ? report_initialised(chain.writable[0], rule, discards_done, poison)
+			     : 0;
 	const uint64_t total_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
 					  std::chrono::steady_clock::now() - start)
 					  .count();

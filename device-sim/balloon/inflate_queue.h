@@ -57,8 +57,8 @@ public:
 private:
 	// What a set bit may mean, by the negotiated bit.
 	enum class InitRule : uint8_t {
-		kNone,             // no bitmap
-		kZeroOnly,         // DEVICE_INIT_ON_INFLATE: zero, and only with poison_val 0
+		kNone,		   // no bitmap
+		kZeroOnly,	   // DEVICE_INIT_ON_INFLATE: zero, and only with poison_val 0
 		kZeroOrPoisonByte, // VB_F_X_INIT_ON_INFLATE: zero, or poison_val as one byte
 	};
 	InitRule init_rule() const;

@@ -29,9 +29,9 @@ std::vector<ChainBuffer> to_chain_buffers(const vb::Segment* segments, unsigned 
 
 SimOs::SimOs(GuestMemory& memory, Transport& transport, BuddyAllocator& allocator,
 	     FreePagePolicy free_policy, bool verbose)
-	: memory_(memory), transport_(transport), allocator_(allocator), free_policy_(free_policy),
-	  verbose_(verbose), ram_base_(memory.translate(0, memory.size())),
-	  dequeued_(allocator.frame_count(), 0), host_zeroed_(allocator.frame_count())
+    : memory_(memory), transport_(transport), allocator_(allocator), free_policy_(free_policy),
+      verbose_(verbose), ram_base_(memory.translate(0, memory.size())),
+      dequeued_(allocator.frame_count(), 0), host_zeroed_(allocator.frame_count())
 {
 	transport_index_.fill(-1);
 }
@@ -121,7 +121,8 @@ void SimOs::free_page_run(vb::PageRun run)
 			initialise_pages(run);
 		}
 	}
-	if ((run.flags & vb::kPageRunDeviceInitialised) && (!free_policy_.initialise || free_policy_.byte == 0))
+	if ((run.flags & vb::kPageRunDeviceInitialised) &&
+	    (!free_policy_.initialise || free_policy_.byte == 0))
 		mark_host_zeroed(run);
 	if (!allocator_.free_run(run.first_pfn, run.count))
 		counters_.bad_page_operations++;
@@ -145,7 +146,8 @@ void SimOs::forget_host_zeroed(vb::PageRun run)
 bool SimOs::take_host_zeroed(uint64_t pfn)
 {
 	const uint64_t frame = pfn - allocator_.first_pfn();
-	return frame < host_zeroed_.size() && host_zeroed_[frame].exchange(0, std::memory_order_relaxed);
+	return frame < host_zeroed_.size() &&
+	       host_zeroed_[frame].exchange(0, std::memory_order_relaxed);
 }
 
 void SimOs::zero_allocated(vb::PageRun run)

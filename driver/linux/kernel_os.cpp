@@ -222,7 +222,8 @@ constexpr CounterName kCounters[] = {
 	{"reports", &vb::BalloonCounters::reports},
 	{"pages_reported", &vb::BalloonCounters::pages_reported},
 	{"report_failures", &vb::BalloonCounters::report_failures},
-	{"pages_reported_device_initialised", &vb::BalloonCounters::pages_reported_device_initialised},
+	{"pages_reported_device_initialised",
+	 &vb::BalloonCounters::pages_reported_device_initialised},
 };
 
 // A counter added to the core must be added above, or debugfs would silently miss it.

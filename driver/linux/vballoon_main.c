@@ -61,9 +61,7 @@ MODULE_PARM_DESC(max_chunk_order,
  */
 static bool device_init;
 module_param(device_init, bool, 0444);
-MODULE_PARM_DESC(device_init,
-		 "Accept DEVICE_INIT_REPORTED (bit 6) and DEVICE_INIT_ON_INFLATE (bit 7) when offered (default off: bit 6 has other claimants)");
-
+MODULE_PARM_DESC(device_init, "Take the DEVICE_INIT bits 6 and 7 if offered (default: off)");
 
 /* After the guest ran out of pages to give without pressure (virtio_balloon: "Out of puff"). */
 #define VBALLOON_STALL_RETRY_MS 200

@@ -141,20 +141,22 @@ TEST(FreePageReport, DeviceInitReportedTrustsOnlyAUsedLengthOfExactlyTheReport)
 		uint64_t overclaims;
 	};
 	const Case cases[] = {
-		{with_bit6, bytes, true, 0},      {with_bit6, 0, false, 0},
+		{with_bit6, bytes, true, 0},	     {with_bit6, 0, false, 0},
 		{with_bit6, bytes - 4096, false, 0}, {with_bit6, bytes + 4096, false, 1},
-		{with_bit6, ~0u, false, 1},       {kReporting, bytes, false, 0},
+		{with_bit6, ~0u, false, 1},	     {kReporting, bytes, false, 0},
 	};
 	for (const Case& c : cases) {
 		ReportGuest guest(c.features);
 		guest.os.report_used_len = c.used_len;
 		bool initialised = !c.trusted;
-		EXPECT_TRUE(guest.balloon.report_free_pages(runs.data(), runs.size(), &initialised));
+		EXPECT_TRUE(
+			guest.balloon.report_free_pages(runs.data(), runs.size(), &initialised));
 		EXPECT_EQ(initialised, c.trusted) << "used length " << c.used_len;
 		EXPECT_EQ(guest.balloon.counters().pages_reported_device_initialised.get(),
 			  c.trusted ? 4u * 512 : 0u);
 		EXPECT_EQ(guest.balloon.counters().device_init_overclaims.get(), c.overclaims);
-		EXPECT_EQ(guest.balloon.counters().pages_reported.get(), 4u * 512) << "reported either way";
+		EXPECT_EQ(guest.balloon.counters().pages_reported.get(), 4u * 512)
+			<< "reported either way";
 	}
 }
 

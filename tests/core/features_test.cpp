@@ -58,7 +58,8 @@ TEST(FeatureNegotiation, DeviceInitBitsOnlyWhenTheOsOptsIn)
 	EXPECT_FALSE(vb::accept_features(kEverything, traits) & bit7);
 	traits.runs_page_reporting = false;
 	EXPECT_FALSE(vb::accept_features(kEverything, traits) & bit6);
-	EXPECT_FALSE(vb::accept_features(kEverything & ~VB_FEATURE(VB_F_PAGE_REPORTING), traits) & bit6);
+	EXPECT_FALSE(vb::accept_features(kEverything & ~VB_FEATURE(VB_F_PAGE_REPORTING), traits) &
+		     bit6);
 }
 
 TEST(FeatureNegotiation, HintingAndReportingOnlyWhenTheOsServesThem)

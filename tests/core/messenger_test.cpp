@@ -55,7 +55,8 @@ public:
 				chain.units.emplace_back();
 				for (uint64_t off = 0; off < out[i].len; off += 1u << page_shift_) {
 					chain.guest_pages.push_back((out[i].phys_addr + off) >> page_shift_);
-					chain.units.back().push_back((out[i].phys_addr + off) >> page_shift_);
+					chain.units.back().push_back((out[i].phys_addr + off) >>
+								     page_shift_);
 				}
 			}
 		} else {
@@ -154,7 +155,8 @@ private:
 			returned_pages.insert(page);
 		*len = 0;
 		if (chain.has_bitmap) {
-			EXPECT_EQ(chain.bitmap.len, (chain.units.size() + 7) / 8) << "a bitmap of ceil(n / 8) bytes";
+			EXPECT_EQ(chain.bitmap.len, (chain.units.size() + 7) / 8)
+				<< "a bitmap of ceil(n / 8) bytes";
 			auto* bits = reinterpret_cast<uint8_t*>(chain.bitmap.phys_addr);
 			// Mostly all set, as an honest device that discarded everything would say.
 			const bool all = chance(30);
@@ -163,14 +165,17 @@ private:
 			*len = static_cast<uint32_t>(std::uniform_int_distribution<uint32_t>(0, chain.bitmap.len)(rng));
 			// A hostile device claims to have written more than it was given.
 			if (chance(overclaim_percent)) {
-				*len = chain.bitmap.len + static_cast<uint32_t>(std::uniform_int_distribution<uint32_t>(1, 64)(rng));
+				*len = chain.bitmap.len +
+				       static_cast<uint32_t>(
+					       std::uniform_int_distribution<uint32_t>(1, 64)(rng));
 				overclaims++;
 			} else {
 				// What the driver may trust: a guest page whose every unit's bit is set
 				// within the bytes the device says it wrote.
 				std::map<uint64_t, bool> whole;
 				for (size_t i = 0; i < chain.units.size(); i++) {
-					const bool set = i < *len * 8u && ((bits[i / 8] >> (i % 8)) & 1);
+					const bool set =
+						i < *len * 8u && ((bits[i / 8] >> (i % 8)) & 1);
 					for (uint64_t page : chain.units[i]) {
 						auto [it, fresh] = whole.emplace(page, set);
 						it->second = it->second && set;

@@ -319,8 +319,7 @@ public:
 
 	void initialise_pages(vb::PageRun run)
 	{
-		FUZZ_CHECK(config_.traits.initialise_before_inflate &&
-				   !init_bitmap(),
+		FUZZ_CHECK(config_.traits.initialise_before_inflate && !init_bitmap(),
 			   "pages initialised on inflate although nobody asked for it");
 		check_run(run, "initialised");
 		for (uint64_t i = 0; i < run.count; i++)
@@ -602,7 +601,8 @@ public:
 	// DEVICE_INIT_ON_INFLATE (7) and VB_F_X_INIT_ON_INFLATE (21) share the bitmap.
 	bool init_bitmap() const
 	{
-		return has_feature(VB_F_X_INIT_ON_INFLATE) || has_feature(VB_F_DEVICE_INIT_ON_INFLATE);
+		return has_feature(VB_F_X_INIT_ON_INFLATE) ||
+		       has_feature(VB_F_DEVICE_INIT_ON_INFLATE);
 	}
 	bool gone() const { return gone_; }
 	bool lock_held() const { return lock_held_; }
@@ -787,8 +787,7 @@ private:
 			      const vb::Segment* in, unsigned n_in, QueueBuffer& buffer)
 	{
 		const unsigned shift = config_.traits.page_shift;
-		const bool wants_bitmap =
-			queue == vb::QueueKind::kInflate && init_bitmap();
+		const bool wants_bitmap = queue == vb::QueueKind::kInflate && init_bitmap();
 		FUZZ_CHECK(n_in == (wants_bitmap ? 1u : 0u),
 			   "queue %d: %u device-writable segments", index(queue), n_in);
 		uint32_t units;

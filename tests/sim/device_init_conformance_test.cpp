@@ -42,8 +42,8 @@ BalloonProfile full_without(uint64_t features)
 
 struct Rig {
 	explicit Rig(BalloonDeviceOptions options, PageBacking backing = PageBacking::kSmallPages)
-	    : memory({.size_bytes = kRamBytes, .backing = backing}), device(memory, std::move(options)),
-	      guest(memory, device.transport())
+	    : memory({.size_bytes = kRamBytes, .backing = backing}),
+	      device(memory, std::move(options)), guest(memory, device.transport())
 	{
 		EXPECT_EQ(memory.populate(0, kRamBytes), 0);
 	}
@@ -54,7 +54,8 @@ struct Rig {
 		const uint64_t features = guest.negotiate(wanted);
 		guest.setup_queues();
 		if (poison_val) {
-			EXPECT_TRUE(device.transport().config_write32(VB_CONFIG_POISON_VAL_OFFSET, poison_val));
+			EXPECT_TRUE(device.transport().config_write32(VB_CONFIG_POISON_VAL_OFFSET,
+								      poison_val));
 		}
 		guest.driver_ok();
 		return features;
@@ -69,7 +70,8 @@ struct Rig {
 		for (size_t i = 0; i < pfns.size(); i++)
 			wire[i] = to_le(pfns[i]);
 		const uint64_t array = guest.write_buffer(wire.data(), wire.size() * 4);
-		return send({{array, static_cast<uint32_t>(wire.size() * 4)}}, bitmap_bytes, bitmap, bitmap_fill);
+		return send({{array, static_cast<uint32_t>(wire.size() * 4)}}, bitmap_bytes, bitmap,
+			    bitmap_fill);
 	}
 
 	// One chained inflate: each range its own descriptor.
@@ -83,7 +85,8 @@ struct Rig {
 	uint32_t report(const std::vector<ChainBuffer>& ranges)
 	{
 		uint32_t len = ~0u;
-		EXPECT_TRUE(guest.wait_for(VB_QUEUE_REPORTING, guest.post(VB_QUEUE_REPORTING, {}, ranges), &len));
+		EXPECT_TRUE(guest.wait_for(VB_QUEUE_REPORTING,
+					   guest.post(VB_QUEUE_REPORTING, {}, ranges), &len));
 		return len;
 	}
 
@@ -96,9 +99,11 @@ struct Rig {
 		if (bitmap_bytes)
 			in.push_back({bitmap_gpa, bitmap_bytes});
 		uint32_t len = ~0u;
-		EXPECT_TRUE(guest.wait_for(VB_QUEUE_INFLATE, guest.post(VB_QUEUE_INFLATE, out, in), &len));
+		EXPECT_TRUE(guest.wait_for(VB_QUEUE_INFLATE, guest.post(VB_QUEUE_INFLATE, out, in),
+					   &len));
 		if (bitmap) {
-			EXPECT_TRUE(memory.read(bitmap_gpa, bitmap, bitmap_bytes ? bitmap_bytes : 1));
+			EXPECT_TRUE(
+				memory.read(bitmap_gpa, bitmap, bitmap_bytes ? bitmap_bytes : 1));
 		}
 		return len;
 	}
@@ -194,22 +199,27 @@ TEST(DeviceInitReported, NegotiationMatrixOfTheOnOffAutoProperty)
 		bool offered;
 	};
 	const Case cases[] = {
-		{OnOffAuto::kAuto, true, true},  {OnOffAuto::kAuto, false, false},
-		{OnOffAuto::kOff, true, false},  {OnOffAuto::kOff, false, false},
-		{OnOffAuto::kOn, true, true},    {OnOffAuto::kOn, false, true},
+		{OnOffAuto::kAuto, true, true}, {OnOffAuto::kAuto, false, false},
+		{OnOffAuto::kOff, true, false}, {OnOffAuto::kOff, false, false},
+		{OnOffAuto::kOn, true, true},	{OnOffAuto::kOn, false, true},
 	};
 	for (const Case& c : cases) {
 		BalloonDeviceOptions options;
-		options.profile = c.reporting ? full_profile() : full_without(VB_FEATURE(VB_F_PAGE_REPORTING));
+		options.profile = c.reporting ? full_profile()
+					      : full_without(VB_FEATURE(VB_F_PAGE_REPORTING));
 		options.device_init_reported = c.property;
-		EXPECT_EQ(bool(offered_features(options) & VB_FEATURE(VB_F_DEVICE_INIT_REPORTED)), c.offered)
+		EXPECT_EQ(bool(offered_features(options) & VB_FEATURE(VB_F_DEVICE_INIT_REPORTED)),
+			  c.offered)
 			<< "property " << int(c.property) << ", reporting " << c.reporting;
 		// What the transport offers the driver, not only what the helper computes.
 		Rig rig(options);
-		EXPECT_EQ(bool(rig.device.transport().device_features() & VB_FEATURE(VB_F_DEVICE_INIT_REPORTED)),
+		EXPECT_EQ(bool(rig.device.transport().device_features() &
+			       VB_FEATURE(VB_F_DEVICE_INIT_REPORTED)),
 			  c.offered);
-		EXPECT_EQ(bool(rig.device.transport().device_features() & VB_FEATURE(VB_F_PAGE_REPORTING)),
-			  c.reporting) << "the property never adds reporting itself";
+		EXPECT_EQ(bool(rig.device.transport().device_features() &
+			       VB_FEATURE(VB_F_PAGE_REPORTING)),
+			  c.reporting)
+			<< "the property never adds reporting itself";
 	}
 }
 

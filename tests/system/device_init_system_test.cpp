@@ -11,8 +11,10 @@
 
 #include "system_fixture.h"
 
-namespace vbtest {
-namespace {
+namespace vbtest
+{
+namespace
+{
 
 constexpr uint64_t kBit6 = VB_FEATURE(VB_F_DEVICE_INIT_REPORTED);
 constexpr uint64_t kBit7 = VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
@@ -44,7 +46,8 @@ TEST(DeviceInitSystem, DeflatedPagesTheDeviceInitialisedAreNotInitialisedAgain)
 	// Dirty memory first, so the balloon's pages held data the device had to get rid of.
 	vbsim::UserMemory dirty = machine.guest.allocate_user_memory(machine.guest_pages(), 0x5a);
 	machine.guest.free_user_memory(dirty);
-	const uint64_t written_before = machine.guest.os().counters().pages_initialised_by_guest.load();
+	const uint64_t written_before =
+		machine.guest.os().counters().pages_initialised_by_guest.load();
 
 	ASSERT_EQ(machine.balloon_to(4096), vb::StepResult::kSettled);
 	EXPECT_EQ(machine.device.counters().pages_reported_initialised.load(), 4096u);
@@ -55,7 +58,8 @@ TEST(DeviceInitSystem, DeflatedPagesTheDeviceInitialisedAreNotInitialisedAgain)
 	EXPECT_EQ(guest.pages_skipped_initialising.load(), 4096u);
 
 	// What was skipped reads zero: hand every free page out and look.
-	vbsim::UserMemory user = machine.guest.allocate_user_memory(machine.guest_pages(), std::nullopt);
+	vbsim::UserMemory user =
+		machine.guest.allocate_user_memory(machine.guest_pages(), std::nullopt);
 	ASSERT_FALSE(user.oom_killed);
 	EXPECT_TRUE(user_memory_is_zero(machine.memory, user));
 	machine.guest.free_user_memory(user);
@@ -83,7 +87,8 @@ TEST(DeviceInitSystem, APoisoningGuestLeavesBit7Alone)
 	options.guest.free_policy = {true, 0xaa};
 	Machine machine(options);
 	machine.boot();
-	EXPECT_FALSE(machine.guest.negotiated_features() & kBit7) << "bit 7 promises zero, never poison";
+	EXPECT_FALSE(machine.guest.negotiated_features() & kBit7)
+		<< "bit 7 promises zero, never poison";
 	ASSERT_EQ(machine.balloon_to(1024), vb::StepResult::kSettled);
 	ASSERT_EQ(machine.balloon_to(0), vb::StepResult::kSettled);
 	EXPECT_EQ(machine.guest.os().counters().pages_skipped_initialising.load(), 0u);
@@ -123,7 +128,8 @@ ReportRun reuse_reported_memory(bool opt_in)
 	const auto& counters = machine.guest.os().counters();
 	const uint64_t zeroed = counters.pages_zeroed_on_alloc.load();
 	const uint64_t skipped = counters.pages_alloc_zeroing_skipped.load();
-	vbsim::UserMemory user = machine.guest.allocate_user_memory(machine.guest_pages(), std::nullopt);
+	vbsim::UserMemory user =
+		machine.guest.allocate_user_memory(machine.guest_pages(), std::nullopt);
 	EXPECT_FALSE(user.oom_killed);
 	ReportRun run;
 	run.zeroed = counters.pages_zeroed_on_alloc.load() - zeroed;

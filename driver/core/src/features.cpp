@@ -33,7 +33,8 @@ uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
 	// DEVICE_INIT_ON_INFLATE promises zero only: worth a bitmap in a guest that would zero
 	// deflated pages itself. It replaces bit 21 (an inflate carries one bitmap).
 	if (!traits.accept_device_init && !VB_MUTANT(DI_DRV01_DEVICE_INIT_TAKEN_UNASKED))
-		accepted &= ~(VB_FEATURE(VB_F_DEVICE_INIT_REPORTED) | VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE));
+		accepted &= ~(VB_FEATURE(VB_F_DEVICE_INIT_REPORTED) |
+			      VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE));
 	if (!traits.freed_pages_need_pattern || traits.free_page_pattern != 0)
 		accepted &= ~VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
 	if (has_feature(accepted, VB_F_DEVICE_INIT_ON_INFLATE))

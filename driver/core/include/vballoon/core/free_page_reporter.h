@@ -62,7 +62,8 @@ private:
 };
 
 template <BalloonOs Os>
-bool FreePageReporter<Os>::report_free_pages(const PageRun* runs, size_t count, bool* device_initialised)
+bool FreePageReporter<Os>::report_free_pages(const PageRun* runs, size_t count,
+					     bool* device_initialised)
 {
 	if (device_initialised)
 		*device_initialised = false;
@@ -134,7 +135,8 @@ bool FreePageReporter<Os>::report_free_pages(const PageRun* runs, size_t count, 
 		if (used_len > bytes && !VB_MUTANT(DI_DRV05_OVERLONG_REPORT_TRUSTED)) {
 			counters_.device_init_overclaims.add(1);
 		} else if (whole || used_len > bytes) {
-			counters_.pages_reported_device_initialised.add(pages * wire_pages_per_page_);
+			counters_.pages_reported_device_initialised.add(pages *
+									wire_pages_per_page_);
 			if (device_initialised)
 				*device_initialised = true;
 		}
