@@ -65,6 +65,8 @@ HOOK_EXTENSIONS = (".h", ".c", ".cpp")
 HOOK_DEFINITION = "mutant.h"  # defines the macro; not a hook
 ROW_ID_RE = re.compile(r"BAL-(?:DRV|DEV|ALL)-[A-Z]+-\d{2}")
 MUTATED_LEVELS = ("MUST", "MUST NOT")
+# The DEVICE_INIT proposals (issues 242, 244): their own section of requirements.md.
+AREAS |= {"DIINF", "DIREP", "DI"}
 
 
 class Row:

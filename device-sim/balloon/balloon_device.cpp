@@ -49,7 +49,7 @@ TransportConfig transport_config(const BalloonDeviceOptions& options)
 {
 	check_profile(options.profile);
 	TransportConfig config;
-	config.offered_features = options.profile.offered_features;
+	config.offered_features = offered_features(options);
 	config.initial_config.assign(options.profile.config_size_bytes, 0);
 	const uint32_t target = to_le(options.initial_target_pages);
 	std::memcpy(config.initial_config.data() + VB_CONFIG_NUM_PAGES_OFFSET, &target,
@@ -87,6 +87,19 @@ std::unique_ptr<HugePageTracker> huge_page_tracker(const GuestMemory& memory,
 
 } // namespace
 
+uint64_t offered_features(const BalloonDeviceOptions& options)
+{
+	uint64_t features = options.profile.offered_features;
+	if (options.device_init_on_inflate)
+		features |= VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
+	const bool reporting = offers(options.profile, VB_F_PAGE_REPORTING);
+	if (options.device_init_reported == OnOffAuto::kOn ||
+	    (options.device_init_reported == OnOffAuto::kAuto &&
+	     (reporting || VB_MUTANT(DEV_DI08_AUTO_IGNORES_REPORTING))))
+		features |= VB_FEATURE(VB_F_DEVICE_INIT_REPORTED);
+	return features;
+}
+
 BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
     : options_(std::move(options)),
       ownership_(memory.size() / GuestMemory::kPageBytes),
@@ -100,6 +113,7 @@ BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
       report_queue_(memory, discarder_, ownership_, counters_), faults_(options_.faults),
       transport_(memory, *this, transport_config(options_))
 {
+	discarder_.set_inhibited(options_.discards_inhibited);
 	transport_.start();
 }
 
@@ -409,7 +423,7 @@ void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
 	case VB_QUEUE_REPORTING:
 		report_queue_.receive(queue, chain,
 				      negotiated(VB_F_PAGE_POISON) && poison_value() != 0,
-				      events_.load());
+				      negotiated(VB_F_DEVICE_INIT_REPORTED), events_.load());
 		return;
 	case VB_QUEUE_KIND_COUNT:
 		break;

@@ -54,6 +54,9 @@ namespace vbsim
 
 class GuestMemory;
 
+// A QEMU OnOffAuto property.
+enum class OnOffAuto : uint8_t { kOff, kOn, kAuto };
+
 struct BalloonDeviceOptions {
 	BalloonProfile profile = full_profile();
 	DiscardMode discard_mode = DiscardMode::kMergeRuns;
@@ -71,7 +74,19 @@ struct BalloonDeviceOptions {
 	// A transitional device that also serves legacy drivers (legacy_interface.h); off:
 	// modern only. require_must_tell_host never applies to a legacy driver.
 	LegacyInterface legacy{};
+	// mst's device properties, added to what the profile offers:
+	// `device-init-on-inflate` (bool) offers DEVICE_INIT_ON_INFLATE (bit 7);
+	// `x-device-init-reported` offers DEVICE_INIT_REPORTED (bit 6): on always, auto when
+	// the profile offers PAGE_REPORTING (free-page-reporting=on), off never. QEMU's default
+	// is auto; ours is off, so the profiles keep offering what their hosts offer today.
+	bool device_init_on_inflate = false;
+	OnOffAuto device_init_reported = OnOffAuto::kOff;
+	// Discards inhibited from the start (set_discards_inhibited() changes it later).
+	bool discards_inhibited = false;
 };
+
+// The features a device built with `options` offers: the profile's and the properties'.
+uint64_t offered_features(const BalloonDeviceOptions& options);
 
 class BalloonDevice final : private DeviceBackend
 {
@@ -97,6 +112,10 @@ public:
 	uint32_t actual_pages() const { return actual_.load(); }
 	// poison_val as the driver wrote it (0 when the config space has no such field).
 	uint32_t poison_value() const;
+	// QEMU's virtio_balloon_inhibited() (postcopy, background snapshot, a device that needs
+	// guest RAM to stay): while true no page is discarded, inflate bitmaps stay clear and
+	// reports are returned with used length 0.
+	void set_discards_inhibited(bool inhibited) { discarder_.set_inhibited(inhibited); }
 
 	// Returns the held stats buffer on the device thread, asking the driver for new stats.
 	void request_stats();

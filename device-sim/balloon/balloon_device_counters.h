@@ -57,6 +57,10 @@ struct BalloonDeviceCounters {
 	std::atomic<uint64_t> discard_calls{0};	   // madvise syscalls made
 	std::atomic<uint64_t> discard_failures{0}; // madvise calls that returned an error
 	std::atomic<uint64_t> pages_reported_initialised{0}; // bits set in init-on-inflate bitmaps
+	// Requests whose pages were not discarded because discards are inhibited (postcopy,
+	// a background snapshot, a device that must see guest RAM: QEMU's
+	// virtio_balloon_inhibited()).
+	std::atomic<uint64_t> discards_inhibited{0};
 	// Device-thread time: validating requests and taking ownership, and inside madvise.
 	std::atomic<uint64_t> translate_ns{0};
 	std::atomic<uint64_t> discard_ns{0};
@@ -78,6 +82,8 @@ struct BalloonDeviceCounters {
 	std::atomic<uint64_t> pages_reported_discarded{0};
 	std::atomic<uint64_t> pages_reported_kept{0};
 	std::atomic<uint64_t> report_discard_failures{0};
+	// DEVICE_INIT_REPORTED: 4 KiB pages a report's used length said were initialised.
+	std::atomic<uint64_t> pages_reported_device_initialised{0};
 	std::atomic<uint64_t> stats_requests{0};      // buffers returned to ask for fresh stats
 	std::atomic<uint64_t> stats_updates{0};	      // buffers parsed
 	std::atomic<uint64_t> stats_extra_buffers{0}; // a second buffer while one was held

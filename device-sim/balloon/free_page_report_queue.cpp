@@ -24,7 +24,7 @@ bool any_host_owned(const HostPageOwnership& ownership, uint64_t first_pfn, uint
 } // namespace
 
 void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& chain,
-				  bool keep_contents, FreePageEvents* events)
+				  bool keep_contents, bool tell_initialised, FreePageEvents* events)
 {
 	// Reports are device-writable ranges only (what Linux sends); a chain that also asks
 	// the device to read is refused whole, untouched.
@@ -53,21 +53,38 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 	uint64_t pages = 0;
 	for (const PfnRun& run : runs_)
 		pages += run.page_count;
+	// DEVICE_INIT_REPORTED: the used length is the bytes the device discarded (so now read
+	// zero); an element whose pages were kept, or whose discard failed, says 0.
+	uint64_t initialised_bytes = 0;
 	if (keep_contents && !VB_MUTANT(DEV_FPR02_POISONED_REPORTS_DISCARDED)) {
 		counters_.pages_reported_kept.fetch_add(pages);
+		if (VB_MUTANT(DEV_DI07_KEPT_REPORT_CLAIMED_INITIALISED))
+			initialised_bytes = pages * GuestMemory::kPageBytes;
+	} else if (discarder_.inhibited() && !VB_MUTANT(DEV_DI05_INHIBITED_DISCARDS_DONE)) {
+		// Discards inhibited: the whole element is skipped, as QEMU does.
+		counters_.pages_reported_kept.fetch_add(pages);
+		counters_.discards_inhibited.fetch_add(1);
 	} else {
 		std::vector<PfnRun> discard = runs_; // discard_runs may reorder and join them
-		if (!discarder_.discard_runs(discard))
+		if (discarder_.discard_runs(discard) &&
+		    !VB_MUTANT(DEV_DI10_REPORT_USED_LENGTH_ZERO))
+			initialised_bytes = pages * GuestMemory::kPageBytes;
+		else
 			counters_.report_discard_failures.fetch_add(1);
 		counters_.pages_reported_discarded.fetch_add(pages);
 	}
+	if (!tell_initialised && !VB_MUTANT(DEV_DI06_USED_LENGTH_WITHOUT_INIT_REPORTED))
+		initialised_bytes = 0;
+	counters_.pages_reported_device_initialised.fetch_add(initialised_bytes /
+							      GuestMemory::kPageBytes);
 	if (events) {
 		for (const PfnRun& run : runs_)
 			events->pages_reported(run.first_pfn * GuestMemory::kPageBytes,
 					       run.page_count * GuestMemory::kPageBytes);
 	}
-	// Acknowledged only now: the guest may reuse the pages once it sees this.
-	queue.push_used(chain.head, 0);
+	// Acknowledged only now: the guest may reuse the pages once it sees this. The used
+	// length never exceeds the chain (its writable bytes are at most 2^32 - 1).
+	queue.push_used(chain.head, static_cast<uint32_t>(initialised_bytes));
 }
 
 } // namespace vbsim

@@ -8,6 +8,10 @@
 // Poison: with PAGE_POISON and a non-zero poison_val, a discarded page would read back as
 // zero, not as the guest's pattern, so the device keeps such pages as they are (QEMU does
 // the same). With poison_val 0 discarding keeps the promise.
+//
+// DEVICE_INIT_REPORTED (bit 6, proposal 244 as on mst's QEMU): the used length of a report
+// is the bytes the device discarded, so the guest knows they read zero; 0 when it kept
+// them (poison_val not 0, discards inhibited, a failed discard).
 #ifndef VBSIM_BALLOON_FREE_PAGE_REPORT_QUEUE_H
 #define VBSIM_BALLOON_FREE_PAGE_REPORT_QUEUE_H
 
@@ -37,8 +41,10 @@ public:
 	}
 
 	// Device thread. `keep_contents`: PAGE_POISON with a non-zero poison_val.
+	// `tell_initialised`: DEVICE_INIT_REPORTED is negotiated, so the used length is the
+	// bytes now reading zero (0 otherwise, and when discards are inhibited).
 	void receive(DeviceQueue& queue, const DescriptorChain& chain, bool keep_contents,
-		     FreePageEvents* events);
+		     bool tell_initialised, FreePageEvents* events);
 
 private:
 	GuestMemory& memory_;

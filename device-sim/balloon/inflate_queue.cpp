@@ -9,24 +9,51 @@
 #include "balloon/huge_page_tracker.h"
 #include "balloon/page_discarder.h"
 #include "memory/guest_memory.h"
+#include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
 
+InflateQueue::InitRule InflateQueue::init_rule() const
+{
+	// A driver should take one of the two; a device given both keeps the stricter rule.
+	if (negotiated(VB_F_DEVICE_INIT_ON_INFLATE))
+		return InitRule::kZeroOnly;
+	if (negotiated(VB_F_X_INIT_ON_INFLATE))
+		return InitRule::kZeroOrPoisonByte;
+	return InitRule::kNone;
+}
+
 bool InflateQueue::wants_poison_value() const
 {
-	return negotiated(VB_F_X_INIT_ON_INFLATE) && negotiated(VB_F_PAGE_POISON);
+	return init_rule() != InitRule::kNone && negotiated(VB_F_PAGE_POISON);
 }
 
 void InflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain, uint32_t poison_val)
 {
 	const auto start = std::chrono::steady_clock::now();
 	const bool chunked = negotiated(VB_F_X_CHUNKED);
-	const bool wants_bitmap = negotiated(VB_F_X_INIT_ON_INFLATE);
+	const InitRule rule = init_rule();
+	const uint32_t poison = negotiated(VB_F_PAGE_POISON) ? poison_val : 0;
 	const DescriptorChain* request = &chain;
 
-	// With VB_F_X_INIT_ON_INFLATE the chain ends in the bitmap the device fills in; the
-	// rest is the request proper.
+	// DEVICE_INIT_ON_INFLATE (bit 7) as mst's device does it: with a non-zero poison_val
+	// the bitmap is not used at all (not even cleared) and the used length is 0; a chain
+	// without a writable buffer is an inflate without a bitmap.
+	const bool zero_only_declined =
+		rule == InitRule::kZeroOnly &&
+		((poison != 0 && !VB_MUTANT(DEV_DI02_BITMAP_USED_WITH_POISON)) ||
+		 chain.writable.empty());
+	const bool wants_bitmap = rule != InitRule::kNone && !zero_only_declined;
+	if (zero_only_declined && !chain.writable.empty()) {
+		payload_ = chain;
+		payload_.writable.clear();
+		payload_.writable_bytes = 0;
+		request = &payload_;
+	}
+
+	// With either bit the chain ends in the bitmap the device fills in; the rest is the
+	// request proper.
 	if (wants_bitmap) {
 		if (chain.writable.size() != 1) {
 			counters_.reject(BalloonRejection::kBitmapMissing);
@@ -63,7 +90,8 @@ void InflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain, uin
 	const uint64_t discard_before = counters_.discard_ns.load();
 	const bool discards_done = take_and_discard();
 	const uint32_t written =
-		wants_bitmap ? report_initialised(chain.writable[0], discards_done, poison_val) : 0;
+		wants_bitmap ? report_initialised(chain.writable[0], rule, discards_done, poison)
+			     : 0;
 	const uint64_t total_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
 					  std::chrono::steady_clock::now() - start)
 					  .count();
@@ -124,8 +152,8 @@ bool InflateQueue::take_and_discard()
 	return done;
 }
 
-uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, bool discards_done,
-					  uint32_t poison_val)
+uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule rule,
+					  bool discards_done, uint32_t poison)
 {
 	const bool chunked = negotiated(VB_F_X_CHUNKED);
 	const std::vector<uint32_t>& pfns = reader_.pfns();
@@ -133,35 +161,49 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, bool discar
 	const uint32_t bytes = static_cast<uint32_t>((units + 7) / 8);
 	bitmap_.assign(bytes, 0);
 
-	// Discarded private anonymous memory reads back as zero. A non-zero poison_val has to
-	// be written; this device does it only for a repeated byte, and promises nothing else.
-	const uint32_t poison = negotiated(VB_F_PAGE_POISON) ? poison_val : 0;
+	// Discarded private anonymous memory reads back as zero. The one difference between
+	// the two bits is a non-zero poison_val: under VB_F_X_INIT_ON_INFLATE this device
+	// writes it when it is one repeated byte (and promises nothing otherwise); under
+	// DEVICE_INIT_ON_INFLATE it never gets here (receive() declines the bitmap).
 	const uint8_t poison_byte = static_cast<uint8_t>(poison);
-	const bool can_initialise = discards_done && poison == 0x01010101u * poison_byte;
+	const bool poison_writable =
+		rule == InitRule::kZeroOrPoisonByte && poison == 0x01010101u * poison_byte;
+	const bool can_initialise =
+		(discards_done || VB_MUTANT(DEV_DI03_BITS_SET_WITHOUT_DISCARD)) &&
+		(poison == 0 || poison_writable);
+	// Above 4 KiB host pages a page reads zero only once its whole host page is ballooned
+	// (and so discarded).
 	auto page_initialised = [&](uint64_t pfn) {
-		return pfn_inside_ram(pfn, memory_.size()) && (!huge_pages_ || huge_pages_->complete(pfn));
+		return pfn_inside_ram(pfn, memory_.size()) &&
+		       (!huge_pages_ || huge_pages_->complete(pfn) ||
+			VB_MUTANT(DEV_DI04_PARTIAL_HOST_PAGE_REPORTED));
 	};
 	auto initialise = [&](uint64_t pfn, uint64_t count) {
 		if (poison_byte)
 			(void)memory_.fill(pfn * GuestMemory::kPageBytes, poison_byte, count * GuestMemory::kPageBytes);
 	};
 	uint64_t reported = 0;
+	uint64_t pages_before = 0; // of the units before this one
 	for (uint64_t unit = 0; can_initialise && unit < units; unit++) {
 		uint64_t first = chunked ? chunks_[unit].first_pfn : pfns[unit];
 		uint64_t count = chunked ? chunks_[unit].page_count : 1;
+		// With chunks bit i is chunk i (a mutant numbers the bits by 4 KiB page instead).
+		const uint64_t bit = VB_MUTANT(DEV_DI09_CHUNK_BITS_BY_PAGE) ? pages_before : unit;
+		pages_before += count;
 		bool all = true;
 		for (uint64_t pfn = first; pfn < first + count && all; pfn++)
 			all = page_initialised(pfn);
-		if (!all)
+		if (!all || bit / 8 >= bytes)
 			continue;
 		initialise(first, count);
-		bitmap_[unit / 8] |= static_cast<uint8_t>(1u << (unit % 8));
+		bitmap_[bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
 		reported += count;
 	}
 	if (!memory_.write(bitmap.phys_addr, bitmap_.data(), bytes))
 		throw std::logic_error("InflateQueue: validated bitmap outside RAM");
 	counters_.pages_reported_initialised.fetch_add(reported);
-	return bytes;
+	// The used length is the bitmap's ceil(n / 8) bytes, whatever bits are set.
+	return VB_MUTANT(DEV_DI01_USED_LENGTH_ZERO) ? 0 : bytes;
 }
 
 } // namespace vbsim

@@ -11,6 +11,10 @@ namespace vbsim
 
 bool PageDiscarder::discard(std::vector<uint64_t>& pfns)
 {
+	if (inhibited() && !VB_MUTANT(DEV_DI05_INHIBITED_DISCARDS_DONE)) {
+		counters_.discards_inhibited.fetch_add(1, std::memory_order_relaxed);
+		return false;
+	}
 	bool all_done = true;
 	if (mode_ == DiscardMode::kPerPage) {
 		for (const uint64_t pfn : pfns)
@@ -25,6 +29,10 @@ bool PageDiscarder::discard(std::vector<uint64_t>& pfns)
 
 bool PageDiscarder::discard_runs(std::vector<PfnRun>& runs)
 {
+	if (inhibited() && !VB_MUTANT(DEV_DI05_INHIBITED_DISCARDS_DONE)) {
+		counters_.discards_inhibited.fetch_add(1, std::memory_order_relaxed);
+		return false;
+	}
 	bool all_done = true;
 	if (mode_ == DiscardMode::kPerPage) {
 		for (const PfnRun& run : runs) {

@@ -12,6 +12,7 @@
 #ifndef VBSIM_BALLOON_PAGE_DISCARDER_H
 #define VBSIM_BALLOON_PAGE_DISCARDER_H
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -34,6 +35,10 @@ public:
 	}
 
 	DiscardMode mode() const { return mode_; }
+	// While inhibited (any thread) nothing is discarded and discard()/discard_runs()
+	// return false: the pages keep their contents, so no initialisation may be promised.
+	void set_inhibited(bool inhibited) { inhibited_.store(inhibited); }
+	bool inhibited() const { return inhibited_.load(); }
 
 	// Discards every page in `pfns` (all inside RAM; the caller checked). May reorder
 	// and de-duplicate `pfns`. False when a madvise call failed.
@@ -50,6 +55,7 @@ private:
 	const DiscardMode mode_;
 	BalloonDeviceCounters& counters_;
 	std::vector<PfnRun> runs_;
+	std::atomic<bool> inhibited_{false};
 };
 
 } // namespace vbsim

@@ -97,6 +97,7 @@ std::string SimGuest::probe()
 	traits.initialise_before_inflate = options_.zero_on_inflate && options_.free_policy.initialise;
 	traits.runs_free_page_hinting = options_.free_page_hinting;
 	traits.runs_page_reporting = options_.page_reporting;
+	traits.accept_device_init = options_.device_init;
 	uint64_t ring_features = VB_FEATURE(VB_F_VERSION_1);
 	if (options_.event_idx)
 		ring_features |= offered & VB_FEATURE(VB_F_RING_EVENT_IDX);
@@ -351,7 +352,13 @@ bool SimGuest::report_pass()
 			for (size_t i = 0; i < count; i++)
 				runs[i] = {pfns[i], 1ull << order};
 			// Only an acknowledged report marks the blocks; either way they go back.
-			bool acked = core_->report_free_pages(runs, count);
+			// Blocks the host zeroed (DEVICE_INIT_REPORTED) are known zero until used.
+			bool device_initialised = false;
+			bool acked = core_->report_free_pages(runs, count, &device_initialised);
+			if (VB_MUTANT(DI_DRV07_REPORT_MARKED_WITHOUT_PROMISE))
+				device_initialised = true;
+			for (size_t i = 0; acked && device_initialised && i < count; i++)
+				os_->mark_host_zeroed(runs[i]);
 			for (size_t i = 0; i < count; i++) {
 				if (!allocator_->put_back_isolated(pfns[i], order, acked))
 					throw std::logic_error("an isolated block could not go back");
@@ -436,6 +443,10 @@ UserMemory SimGuest::allocate_user_memory(uint64_t pages, std::optional<uint8_t>
 		}
 		vb::PageRun run = {*block, 1ull << order};
 		os_->check_reuse(run.first_pfn, run.count);
+		if (options_.zero_on_alloc)
+			os_->zero_allocated(run);
+		else
+			os_->forget_host_zeroed(run);
 		if (fill_byte && !memory_.fill(run.first_pfn * kPageBytes, *fill_byte, run.count * kPageBytes))
 			throw std::logic_error("user memory outside guest RAM");
 		os_->count_minor_faults(run.count);
@@ -467,6 +478,7 @@ bool SimGuest::migrate_balloon_page(uint64_t pfn)
 	auto target = allocator_->allocate(0);
 	if (!target || !core_)
 		return false;
+	os_->forget_host_zeroed({*target, 1});
 	if (!core_->migrate_page(pfn, *target)) {
 		allocator_->free_run(*target, 1);
 		return false;

@@ -58,6 +58,12 @@ struct SimGuestOptions {
 	// when it would leave fewer free pages than this. 0: no watermark, the driver may take
 	// every free page. linux_min_free_pages() gives what Linux 6.1 keeps.
 	uint64_t min_free_pages = 0;
+	// init_on_alloc: user memory is handed out zeroed, except pages the host zeroed and
+	// nothing wrote since (SimOs::mark_host_zeroed()).
+	bool zero_on_alloc = false;
+	// The driver may take DEVICE_INIT_REPORTED and DEVICE_INIT_ON_INFLATE (bits 6, 7),
+	// as the module's device_init parameter lets it.
+	bool device_init = false;
 	// Device-specific feature bits the driver refuses even when it supports them.
 	uint64_t refused_features = 0;
 	bool verbose = false;

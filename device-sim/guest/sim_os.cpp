@@ -29,9 +29,9 @@ std::vector<ChainBuffer> to_chain_buffers(const vb::Segment* segments, unsigned 
 
 SimOs::SimOs(GuestMemory& memory, Transport& transport, BuddyAllocator& allocator,
 	     FreePagePolicy free_policy, bool verbose)
-	: memory_(memory), transport_(transport), allocator_(allocator), free_policy_(free_policy),
-	  verbose_(verbose), ram_base_(memory.translate(0, memory.size())),
-	  dequeued_(allocator.frame_count(), 0)
+    : memory_(memory), transport_(transport), allocator_(allocator), free_policy_(free_policy),
+      verbose_(verbose), ram_base_(memory.translate(0, memory.size())),
+      dequeued_(allocator.frame_count(), 0), host_zeroed_(allocator.frame_count())
 {
 	transport_index_.fill(-1);
 }
@@ -87,6 +87,7 @@ bool SimOs::alloc_pages_no_pressure(unsigned order, vb::PageUse, uint64_t* pfn)
 	counters_.alloc_ns += nanoseconds_since(start);
 	if (!block)
 		return false;
+	forget_host_zeroed({*block, 1ull << order});
 	*pfn = *block;
 	return true;
 }
@@ -120,8 +121,49 @@ void SimOs::free_page_run(vb::PageRun run)
 			initialise_pages(run);
 		}
 	}
+	if ((run.flags & vb::kPageRunDeviceInitialised) &&
+	    (!free_policy_.initialise || free_policy_.byte == 0))
+		mark_host_zeroed(run);
 	if (!allocator_.free_run(run.first_pfn, run.count))
 		counters_.bad_page_operations++;
+}
+
+void SimOs::mark_host_zeroed(vb::PageRun run)
+{
+	for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++) {
+		const uint64_t frame = pfn - allocator_.first_pfn();
+		if (frame < host_zeroed_.size())
+			host_zeroed_[frame].store(1, std::memory_order_relaxed);
+	}
+}
+
+void SimOs::forget_host_zeroed(vb::PageRun run)
+{
+	for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++)
+		(void)take_host_zeroed(pfn);
+}
+
+bool SimOs::take_host_zeroed(uint64_t pfn)
+{
+	const uint64_t frame = pfn - allocator_.first_pfn();
+	return frame < host_zeroed_.size() &&
+	       host_zeroed_[frame].exchange(0, std::memory_order_relaxed);
+}
+
+void SimOs::zero_allocated(vb::PageRun run)
+{
+	auto start = std::chrono::steady_clock::now();
+	uint64_t zeroed = 0;
+	for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++) {
+		if (take_host_zeroed(pfn) && !VB_MUTANT(DI_DRV06_HOST_ZEROED_PAGE_ZEROED_AGAIN))
+			continue;
+		if (!memory_.fill(pfn * kPageBytes, 0, kPageBytes))
+			counters_.bad_page_operations++;
+		zeroed++;
+	}
+	counters_.alloc_zero_ns += nanoseconds_since(start);
+	counters_.pages_zeroed_on_alloc += zeroed;
+	counters_.pages_alloc_zeroing_skipped += run.count - zeroed;
 }
 
 void SimOs::initialise_pages(vb::PageRun run)

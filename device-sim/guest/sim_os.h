@@ -30,6 +30,12 @@ struct SimOsCounters {
 	std::atomic<uint64_t> guest_init_ns{0};              // time spent doing that
 	std::atomic<uint64_t> alloc_ns{0};                   // time in the balloon's page allocation
 	std::atomic<uint64_t> pages_skipped_initialising{0}; // the device had done it
+	// init_on_alloc (SimGuestOptions::zero_on_alloc): pages zeroed as they were handed
+	// out, and pages handed out without it because the host had zeroed them (a deflate or
+	// a report it vouched for) and nothing wrote them since.
+	std::atomic<uint64_t> pages_zeroed_on_alloc{0};
+	std::atomic<uint64_t> pages_alloc_zeroing_skipped{0};
+	std::atomic<uint64_t> alloc_zero_ns{0};
 	std::atomic<uint64_t> must_tell_host_violations{0};  // a page reused while the host owns it
 	std::atomic<uint64_t> bad_page_operations{0};        // double free, free of a foreign page...
 	std::atomic<uint64_t> warnings_logged{0};
@@ -103,6 +109,17 @@ public:
 	uint64_t hint_list_pages() const;
 	bool hint_list_contains(uint64_t pfn) const;
 	const SimOsCounters& counters() const { return counters_; }
+	// Free pages the host zeroed (DEVICE_INIT_REPORTED, or a deflated page the device
+	// initialised) that nothing wrote since: an allocation that must hand out zeroed
+	// pages (init_on_alloc, __GFP_ZERO) may skip them, as mst's put_page_zeroed() lets
+	// Linux do. Any thread.
+	void mark_host_zeroed(vb::PageRun run);
+	// Takes the mark of `pfn` (the page is about to be handed out): true when it was set.
+	bool take_host_zeroed(uint64_t pfn);
+	// The pages were handed out for something that may write them.
+	void forget_host_zeroed(vb::PageRun run);
+	// Writes zero into an allocation's pages, skipping those the host zeroed.
+	void zero_allocated(vb::PageRun run);
 	DriverRing* ring(vb::QueueKind kind) { return rings_[static_cast<size_t>(kind)].get(); }
 	int call_fd(vb::QueueKind kind) const;
 
@@ -125,6 +142,7 @@ private:
 	// One byte per frame: taken off the list (or the held pages) and not yet freed or
 	// held again. Such a page must never go back through balloon_list_insert().
 	std::vector<uint8_t> dequeued_;
+	std::vector<std::atomic<uint8_t>> host_zeroed_; // one per frame, see mark_host_zeroed()
 	void mark_dequeued(vb::PageRun run, bool dequeued);
 	bool any_dequeued(vb::PageRun run) const;
 	mutable std::mutex hint_mutex_; // the hint list's own lock: the shrinker reaches it

@@ -174,6 +174,7 @@ vb::GuestTraits to_traits(const vballoon_guest_traits* traits)
 	out.max_alloc_order = traits->max_alloc_order;
 	out.runs_free_page_hinting = traits->runs_free_page_hinting;
 	out.runs_page_reporting = traits->runs_page_reporting;
+	out.accept_device_init = traits->accept_device_init;
 	return out;
 }
 
@@ -212,6 +213,7 @@ constexpr CounterName kCounters[] = {
 	{"unreachable_pages", &vb::BalloonCounters::unreachable_pages},
 	{"queue_failures", &vb::BalloonCounters::queue_failures},
 	{"pages_device_initialised", &vb::BalloonCounters::pages_device_initialised},
+	{"device_init_overclaims", &vb::BalloonCounters::device_init_overclaims},
 	{"hint_rounds", &vb::BalloonCounters::hint_rounds},
 	{"hint_ids_ignored", &vb::BalloonCounters::hint_ids_ignored},
 	{"hint_blocks", &vb::BalloonCounters::hint_blocks},
@@ -221,6 +223,8 @@ constexpr CounterName kCounters[] = {
 	{"reports", &vb::BalloonCounters::reports},
 	{"pages_reported", &vb::BalloonCounters::pages_reported},
 	{"report_failures", &vb::BalloonCounters::report_failures},
+	{"pages_reported_device_initialised",
+	 &vb::BalloonCounters::pages_reported_device_initialised},
 };
 
 // A counter added to the core must be added above, or debugfs would silently miss it.

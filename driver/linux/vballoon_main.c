@@ -62,6 +62,17 @@ module_param(zero_on_inflate, bool, 0444);
 MODULE_PARM_DESC(zero_on_inflate,
 		 "Zero pages entering the balloon, unless the device does it (default off)");
 
+/*
+ * The DEVICE_INIT proposals (virtio-spec issues 244 and 242, bits 6 and 7 as on mst's
+ * branches) are taken only when asked for: bit 6 is also claimed by working-set reporting
+ * and by a Firecracker fork's HINT_WAIT_ON_ACK, whose devices would mean something else by
+ * it. What the host initialised is counted in debugfs; the kernel still zeroes the pages
+ * itself (skipping that needs mm changes, driver/linux/README.md).
+ */
+static bool device_init;
+module_param(device_init, bool, 0444);
+MODULE_PARM_DESC(device_init, "Take the DEVICE_INIT bits 6 and 7 if offered (default: off)");
+
 /* After the guest ran out of pages to give without pressure (virtio_balloon: "Out of puff"). */
 #define VBALLOON_STALL_RETRY_MS 200
 /*
@@ -103,6 +114,7 @@ static void vballoon_guest_traits(struct vballoon_guest_traits *traits)
 	traits->initialise_before_inflate = zero_on_inflate;
 	traits->runs_free_page_hinting = true;
 	traits->runs_page_reporting = IS_ENABLED(CONFIG_PAGE_REPORTING);
+	traits->accept_device_init = device_init;
 }
 
 /* ---- Queues ----------------------------------------------------------------------- */
@@ -619,6 +631,9 @@ static unsigned int vballoon_features[] = {
 	VIRTIO_BALLOON_F_REPORTING,
 	/* Experimental (spec/experimental.md); offered by no upstream host. */
 	VB_F_X_CHUNKED,
+	/* Proposals, accepted only with device_init=1 (vballoon_validate() clears them). */
+	VB_F_DEVICE_INIT_REPORTED,
+	VB_F_DEVICE_INIT_ON_INFLATE,
 };
 
 static const struct virtio_device_id vballoon_id_table[] = {

@@ -60,6 +60,8 @@ struct vballoon_guest_traits {
 	bool runs_free_page_hinting;
 	/* The glue registers with the kernel's page_reporting (CONFIG_PAGE_REPORTING). */
 	bool runs_page_reporting;
+	/* The device_init module parameter: bits 6 and 7 may be taken. */
+	bool accept_device_init;
 };
 
 /* vb::LogLevel values (checked in kernel_os.cpp). */

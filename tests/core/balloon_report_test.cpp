@@ -126,5 +126,49 @@ TEST(FreePageReport, ARefusedReportFailsAndTouchesNothing)
 	EXPECT_TRUE(guest.os.events_of(Event::kInitialise).empty()) << "never sent, never touched";
 }
 
+// DEVICE_INIT_REPORTED: a report whose used length is exactly its bytes was zeroed by the
+// device; anything else (shorter: which pages?; longer: more than it was given; without
+// the bit: a used length that means nothing) is trusted for nothing.
+TEST(FreePageReport, DeviceInitReportedTrustsOnlyAUsedLengthOfExactlyTheReport)
+{
+	const uint64_t with_bit6 = kReporting | VB_FEATURE(VB_F_DEVICE_INIT_REPORTED);
+	auto runs = blocks_of_order(9, 4);
+	const uint32_t bytes = 4 * 512 * 4096;
+	struct Case {
+		uint64_t features;
+		uint32_t used_len;
+		bool trusted;
+		uint64_t overclaims;
+	};
+	const Case cases[] = {
+		{with_bit6, bytes, true, 0},	     {with_bit6, 0, false, 0},
+		{with_bit6, bytes - 4096, false, 0}, {with_bit6, bytes + 4096, false, 1},
+		{with_bit6, ~0u, false, 1},	     {kReporting, bytes, false, 0},
+	};
+	for (const Case& c : cases) {
+		ReportGuest guest(c.features);
+		guest.os.report_used_len = c.used_len;
+		bool initialised = !c.trusted;
+		EXPECT_TRUE(
+			guest.balloon.report_free_pages(runs.data(), runs.size(), &initialised));
+		EXPECT_EQ(initialised, c.trusted) << "used length " << c.used_len;
+		EXPECT_EQ(guest.balloon.counters().pages_reported_device_initialised.get(),
+			  c.trusted ? 4u * 512 : 0u);
+		EXPECT_EQ(guest.balloon.counters().device_init_overclaims.get(), c.overclaims);
+		EXPECT_EQ(guest.balloon.counters().pages_reported.get(), 4u * 512)
+			<< "reported either way";
+	}
+}
+
+TEST(FreePageReport, ARefusedReportIsNeverDeviceInitialised)
+{
+	ReportGuest guest(kReporting | VB_FEATURE(VB_F_DEVICE_INIT_REPORTED));
+	guest.os.report_used_len = 512 * 4096;
+	auto runs = blocks_of_order(9, 33);
+	bool initialised = true;
+	EXPECT_FALSE(guest.balloon.report_free_pages(runs.data(), runs.size(), &initialised));
+	EXPECT_FALSE(initialised);
+}
+
 } // namespace
 } // namespace vbtest

@@ -303,7 +303,7 @@ public:
 			return nullptr;
 		void* token = q.used.front();
 		q.used.pop_front();
-		*len = 0;
+		*len = queue == vb::QueueKind::kReporting ? report_used_len : 0;
 		return token;
 	}
 	void* queue_wait_used(vb::QueueKind queue, uint32_t* len)
@@ -426,6 +426,7 @@ public:
 	std::map<const void*, vb::Segment> bitmaps;
 	bool chunked = false;
 	bool device_initialises = true;
+	uint32_t report_used_len = 0; // what reporting_vq's device says it wrote (bit 6)
 	uint64_t freed_initialised = 0;
 	uint64_t freed_whole_block_pages = 0; // freed with kPageRunWholeBlock
 	uint64_t bitmap_requests = 0;

@@ -29,6 +29,39 @@ TEST(FeatureNegotiation, PagePoisonAndDeviceInitOnlyWhenTheGuestWritesAPattern)
 	EXPECT_TRUE(vb::accept_features(kEverything, traits) & VB_FEATURE(VB_F_X_INIT_ON_INFLATE));
 }
 
+TEST(FeatureNegotiation, DeviceInitBitsOnlyWhenTheOsOptsIn)
+{
+	const uint64_t bit6 = VB_FEATURE(VB_F_DEVICE_INIT_REPORTED);
+	const uint64_t bit7 = VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
+	const uint64_t bit21 = VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
+	vb::GuestTraits traits;
+	traits.freed_pages_need_pattern = true; // init_on_free: pattern zero
+	traits.runs_page_reporting = true;
+	uint64_t accepted = vb::accept_features(kEverything, traits);
+	EXPECT_FALSE(accepted & (bit6 | bit7)) << "bit 6 has other owners: never taken unasked";
+	EXPECT_TRUE(accepted & bit21);
+
+	traits.accept_device_init = true;
+	accepted = vb::accept_features(kEverything, traits);
+	EXPECT_TRUE(accepted & bit6);
+	EXPECT_TRUE(accepted & bit7);
+	EXPECT_FALSE(accepted & bit21) << "one bitmap per inflate: bit 7 replaces bit 21";
+
+	// Bit 7 promises zero only: useless to a guest whose pattern is poison, or that
+	// initialises nothing. Bit 6 only with reporting.
+	traits.free_page_pattern = 0xaaaaaaaa;
+	accepted = vb::accept_features(kEverything, traits);
+	EXPECT_FALSE(accepted & bit7);
+	EXPECT_TRUE(accepted & bit21);
+	traits.free_page_pattern = 0;
+	traits.freed_pages_need_pattern = false;
+	EXPECT_FALSE(vb::accept_features(kEverything, traits) & bit7);
+	traits.runs_page_reporting = false;
+	EXPECT_FALSE(vb::accept_features(kEverything, traits) & bit6);
+	EXPECT_FALSE(vb::accept_features(kEverything & ~VB_FEATURE(VB_F_PAGE_REPORTING), traits) &
+		     bit6);
+}
+
 TEST(FeatureNegotiation, HintingAndReportingOnlyWhenTheOsServesThem)
 {
 	vb::GuestTraits traits;

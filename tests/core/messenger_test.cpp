@@ -30,6 +30,9 @@ public:
 		std::vector<uint64_t> guest_pages; // what the chain named, in guest pages
 		vb::Segment bitmap{};
 		bool has_bitmap = false;
+		// The guest page each wire unit (a PFN entry, or a chunk) belongs to: the bitmap's
+		// bit i covers units[i].
+		std::vector<std::vector<uint64_t>> units;
 	};
 
 	RandomDevice(uint64_t seed, unsigned page_shift, bool chunked_wire) : FakeOs(0, 1), rng(seed),
@@ -44,19 +47,25 @@ public:
 		EXPECT_LE(n_out + n_in, ring) << "a chain longer than its ring";
 		if (gone || descriptors_in_use + n_out + n_in > ring || chance(refuse_percent))
 			return false;
-		Chain chain{token, n_out + n_in, {}};
+		Chain chain{token, n_out + n_in, {}, {}, false, {}};
 		const unsigned wire_per_page = 1u << (page_shift_ - 12);
 		if (chunked_wire_) {
 			for (unsigned i = 0; i < n_out; i++) {
 				EXPECT_EQ(out[i].len % (1u << page_shift_), 0u);
-				for (uint64_t off = 0; off < out[i].len; off += 1u << page_shift_)
+				chain.units.emplace_back();
+				for (uint64_t off = 0; off < out[i].len; off += 1u << page_shift_) {
 					chain.guest_pages.push_back((out[i].phys_addr + off) >> page_shift_);
+					chain.units.back().push_back((out[i].phys_addr + off) >>
+								     page_shift_);
+				}
 			}
 		} else {
 			EXPECT_EQ(n_out, 1u);
 			auto* pfns = reinterpret_cast<const uint32_t*>(out[0].phys_addr);
 			const uint32_t count = out[0].len / 4;
 			EXPECT_EQ(count % wire_per_page, 0u) << "a guest page split across two messages";
+			for (uint32_t i = 0; i < count; i++)
+				chain.units.push_back({pfns[i] / wire_per_page});
 			for (uint32_t i = 0; i < count; i += wire_per_page) {
 				EXPECT_EQ(pfns[i] % wire_per_page, 0u);
 				for (uint32_t j = 1; j < wire_per_page && i + j < count; j++)
@@ -128,6 +137,9 @@ public:
 	std::vector<void*> in_device_tokens; // kicked, not yet returned
 	std::multiset<uint64_t> returned_pages; // guest pages of chains handed back
 	std::set<uint64_t> marked_initialised;
+	unsigned overclaim_percent = 0;
+	uint64_t overclaims = 0;
+	std::set<uint64_t> may_mark; // pages whose bits the device honestly set
 
 private:
 	void* give_back_random(uint32_t* len)
@@ -143,10 +155,36 @@ private:
 			returned_pages.insert(page);
 		*len = 0;
 		if (chain.has_bitmap) {
+			EXPECT_EQ(chain.bitmap.len, (chain.units.size() + 7) / 8)
+				<< "a bitmap of ceil(n / 8) bytes";
 			auto* bits = reinterpret_cast<uint8_t*>(chain.bitmap.phys_addr);
+			// Mostly all set, as an honest device that discarded everything would say.
+			const bool all = chance(30);
 			for (uint32_t b = 0; b < chain.bitmap.len; b++)
-				bits[b] = static_cast<uint8_t>(rng());
+				bits[b] = all ? 0xff : static_cast<uint8_t>(rng());
 			*len = static_cast<uint32_t>(std::uniform_int_distribution<uint32_t>(0, chain.bitmap.len)(rng));
+			// A hostile device claims to have written more than it was given.
+			if (chance(overclaim_percent)) {
+				*len = chain.bitmap.len +
+				       static_cast<uint32_t>(
+					       std::uniform_int_distribution<uint32_t>(1, 64)(rng));
+				overclaims++;
+			} else {
+				// What the driver may trust: a guest page whose every unit's bit is set
+				// within the bytes the device says it wrote.
+				std::map<uint64_t, bool> whole;
+				for (size_t i = 0; i < chain.units.size(); i++) {
+					const bool set =
+						i < *len * 8u && ((bits[i / 8] >> (i % 8)) & 1);
+					for (uint64_t page : chain.units[i]) {
+						auto [it, fresh] = whole.emplace(page, set);
+						it->second = it->second && set;
+					}
+				}
+				for (const auto& [page, set] : whole)
+					if (set)
+						may_mark.insert(page);
+			}
 		}
 		return token;
 	}
@@ -181,8 +219,18 @@ Trial random_trial(std::mt19937_64& rng)
 	trial.traits.page_shift = shifts[pick(0, 3)];
 	if (pick(0, 1))
 		trial.features |= VB_FEATURE(VB_F_X_CHUNKED);
-	if (pick(0, 1))
+	// One bitmap or none: our bit 21 or the proposal's bit 7, which share it.
+	switch (pick(0, 3)) {
+	case 0:
+	case 1:
+		break;
+	case 2:
 		trial.features |= VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
+		break;
+	default:
+		trial.features |= VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
+		break;
+	}
 	trial.queue = pick(0, 1) ? vb::QueueKind::kInflate : vb::QueueKind::kDeflate;
 	const size_t run_count = pick(1, 24);
 	uint64_t next = pick(0, 64);
@@ -206,6 +254,7 @@ void configure_random_device(RandomDevice& device, std::mt19937_64& rng)
 	device.gone_percent = pick(0, 2) ? 0 : pick(1, 30);
 	device.foreign_percent = pick(0, 2) ? 0 : pick(1, 20);
 	device.ready_percent = pick(0, 100);
+	device.overclaim_percent = pick(0, 2) ? 0 : pick(1, 50);
 }
 
 // Tallies the outcomes of one call and checks the property.
@@ -270,6 +319,7 @@ TEST(MessengerProperty, EveryPageEndsInExactlyOneOutcome)
 {
 	std::mt19937_64 rng(0x5eed17);
 	unsigned seen[3] = {}; // calls with acknowledged, lost, never sent pages
+	uint64_t marked_pages = 0, overclaims = 0;
 	for (int iteration = 0; iteration < kIterations; iteration++) {
 		Trial trial = random_trial(rng);
 		RandomDevice device(rng(), trial.traits.page_shift, trial.features & VB_FEATURE(VB_F_X_CHUNKED));
@@ -295,9 +345,17 @@ TEST(MessengerProperty, EveryPageEndsInExactlyOneOutcome)
 		for (uint64_t page : device.marked_initialised) {
 			ASSERT_EQ(Tally::count(tally.acknowledged, page), 1u) << where << ": page " << page;
 		}
+		// Exactly the pages whose every bit was honestly set: nothing of a message whose
+		// used length overclaims, no bit beyond the used length or beyond the units.
+		ASSERT_EQ(device.marked_initialised, device.may_mark) << where;
+		ASSERT_EQ(counters.device_init_overclaims.get(), device.overclaims) << where;
+		marked_pages += device.marked_initialised.size();
+		overclaims += device.overclaims;
 	}
 	for (unsigned outcome = 0; outcome < 3; outcome++)
 		EXPECT_GT(seen[outcome], kIterations / 20u) << "outcome " << outcome;
+	EXPECT_GT(marked_pages, 1000u) << "the dice reached honest bitmaps";
+	EXPECT_GT(overclaims, 20u) << "the dice reached overclaiming devices";
 }
 
 // The same property for the inflate's pipeline: runs handed over batch by batch, the

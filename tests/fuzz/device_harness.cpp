@@ -129,7 +129,7 @@ private:
 	// what it writes itself; a page the host held at the last check or holds now may have
 	// been discarded or poisoned, and is retagged. Every other page must still carry its
 	// tag. The device's other writes are the used rings (exposed pages) and, only with
-	// VB_F_X_INIT_ON_INFLATE, bitmaps in any buffer a descriptor marks writable: inputs
+	// VB_F_X_INIT_ON_INFLATE or DEVICE_INIT_ON_INFLATE, bitmaps in any buffer a descriptor marks writable: inputs
 	// that negotiate it are not checked. Nor is a window in which the host took more pages
 	// than it newly holds (a page taken and given back between two checks, e.g. by a
 	// reset's activation pass replaying old chains): which page that was is unknown.
@@ -221,7 +221,8 @@ private:
 				      VB_STATUS_FEATURES_OK | VB_STATUS_DRIVER_OK);
 		FUZZ_TRACE("features %#llx, status %#x\n", (unsigned long long)features,
 			   transport_.status());
-		bitmaps_possible_ |= (features & VB_FEATURE(VB_F_X_INIT_ON_INFLATE)) != 0;
+		bitmaps_possible_ |= (features & (VB_FEATURE(VB_F_X_INIT_ON_INFLATE) |
+						  VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE))) != 0;
 		if (transport_.status() & VB_STATUS_DRIVER_OK)
 			FUZZ_CHECK(transport_.wait_until([this] { return transport_.activated(); },
 							 kSettleTimeout),
@@ -653,6 +654,12 @@ void run_device_harness(FuzzInput& in)
 	// The experimental extensions, as the system tests offer them.
 	options.profile.offered_features |=
 		extra & (VB_FEATURE(VB_F_X_CHUNKED) | VB_FEATURE(VB_F_X_INIT_ON_INFLATE));
+	// mst's DEVICE_INIT properties, and discards inhibited, from bits of the same word.
+	options.device_init_on_inflate = extra & VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
+	options.device_init_reported = extra & VB_FEATURE(VB_F_DEVICE_INIT_REPORTED)
+					       ? vbsim::OnOffAuto::kAuto
+					       : vbsim::OnOffAuto::kOff;
+	options.discards_inhibited = extra & (1ull << 40);
 	if (profile & 0x10)
 		options.profile.max_pfn_bytes_per_request = (in.u16() % 512 + 1) * 4;
 	options.discard_mode =

@@ -395,6 +395,7 @@ LyingOsConfig read_config(FuzzInput& in)
 	config.traits.freed_pages_need_pattern = traits & 1;
 	config.traits.initialise_before_inflate = traits & 2;
 	config.traits.free_page_pattern = traits & 4 ? 0xaaaaaaaau : 0;
+	config.traits.accept_device_init = traits & 8; // bit 7 then replaces bit 21
 	config.traits.max_alloc_order = in.u8() % (vbsim::BuddyAllocator::kMaxOrder + 1);
 	// What the device offers; the driver takes what it can use, as a real one would.
 	config.features = vb::accept_features(in.u64(), config.traits);

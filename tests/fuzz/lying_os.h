@@ -286,8 +286,7 @@ public:
 	void balloon_list_mark_initialised(vb::PageRun run)
 	{
 		FUZZ_CHECK(lock_held_, "mark_initialised without the lock");
-		FUZZ_CHECK(has_feature(VB_F_X_INIT_ON_INFLATE),
-			   "marked without VB_F_X_INIT_ON_INFLATE");
+		FUZZ_CHECK(init_bitmap(), "marked without an init-on-inflate bit (7 or 21)");
 		check_run(run, "marked");
 		for (uint64_t i = 0; i < run.count; i++) {
 			PageModel& page = model(run.first_pfn + i, "marked");
@@ -320,8 +319,7 @@ public:
 
 	void initialise_pages(vb::PageRun run)
 	{
-		FUZZ_CHECK(config_.traits.initialise_before_inflate &&
-				   !has_feature(VB_F_X_INIT_ON_INFLATE),
+		FUZZ_CHECK(config_.traits.initialise_before_inflate && !init_bitmap(),
 			   "pages initialised on inflate although nobody asked for it");
 		check_run(run, "initialised");
 		for (uint64_t i = 0; i < run.count; i++)
@@ -600,6 +598,12 @@ public:
 	}
 
 	bool has_feature(unsigned bit) const { return config_.features & VB_FEATURE(bit); }
+	// DEVICE_INIT_ON_INFLATE (7) and VB_F_X_INIT_ON_INFLATE (21) share the bitmap.
+	bool init_bitmap() const
+	{
+		return has_feature(VB_F_X_INIT_ON_INFLATE) ||
+		       has_feature(VB_F_DEVICE_INIT_ON_INFLATE);
+	}
 	bool gone() const { return gone_; }
 	bool lock_held() const { return lock_held_; }
 	size_t in_flight(vb::QueueKind queue) const { return queues_[index(queue)].size(); }
@@ -783,8 +787,7 @@ private:
 			      const vb::Segment* in, unsigned n_in, QueueBuffer& buffer)
 	{
 		const unsigned shift = config_.traits.page_shift;
-		const bool wants_bitmap =
-			queue == vb::QueueKind::kInflate && has_feature(VB_F_X_INIT_ON_INFLATE);
+		const bool wants_bitmap = queue == vb::QueueKind::kInflate && init_bitmap();
 		FUZZ_CHECK(n_in == (wants_bitmap ? 1u : 0u),
 			   "queue %d: %u device-writable segments", index(queue), n_in);
 		uint32_t units;

@@ -10,7 +10,8 @@ uint64_t driver_supported_features()
 	return VB_FEATURE(VB_F_MUST_TELL_HOST) | VB_FEATURE(VB_F_STATS_VQ) |
 	       VB_FEATURE(VB_F_DEFLATE_ON_OOM) | VB_FEATURE(VB_F_PAGE_POISON) |
 	       VB_FEATURE(VB_F_FREE_PAGE_HINT) | VB_FEATURE(VB_F_PAGE_REPORTING) |
-	       VB_FEATURE(VB_F_X_CHUNKED) | VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
+	       VB_FEATURE(VB_F_X_CHUNKED) | VB_FEATURE(VB_F_X_INIT_ON_INFLATE) |
+	       VB_FEATURE(VB_F_DEVICE_INIT_REPORTED) | VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
 }
 
 uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
@@ -28,6 +29,16 @@ uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
 	// otherwise initialise them; elsewhere it would only cost the device a bitmap.
 	if (!traits.freed_pages_need_pattern)
 		accepted &= ~VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
+	// The DEVICE_INIT proposals only when the OS asked for them (bit 6 has other owners).
+	// DEVICE_INIT_ON_INFLATE promises zero only: worth a bitmap in a guest that would zero
+	// deflated pages itself. It replaces bit 21 (an inflate carries one bitmap).
+	if (!traits.accept_device_init && !VB_MUTANT(DI_DRV01_DEVICE_INIT_TAKEN_UNASKED))
+		accepted &= ~(VB_FEATURE(VB_F_DEVICE_INIT_REPORTED) |
+			      VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE));
+	if (!traits.freed_pages_need_pattern || traits.free_page_pattern != 0)
+		accepted &= ~VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
+	if (has_feature(accepted, VB_F_DEVICE_INIT_ON_INFLATE))
+		accepted &= ~VB_FEATURE(VB_F_X_INIT_ON_INFLATE);
 	// Hinting and reporting promise queues someone serves: the OS's hint work item and
 	// shrinker, its reporting pass.
 	if (!traits.runs_free_page_hinting)
@@ -39,6 +50,9 @@ uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
 	if (traits.freed_pages_need_pattern && !has_feature(accepted, VB_F_PAGE_POISON) &&
 	    !VB_MUTANT(FEAT03_REPORTING_WITHOUT_POISON))
 		accepted &= ~VB_FEATURE(VB_F_PAGE_REPORTING);
+	// DEVICE_INIT_REPORTED says something about reports only.
+	if (!has_feature(accepted, VB_F_PAGE_REPORTING))
+		accepted &= ~VB_FEATURE(VB_F_DEVICE_INIT_REPORTED);
 	return accepted;
 }
 

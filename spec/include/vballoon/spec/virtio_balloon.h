@@ -32,11 +32,15 @@
 #define VB_F_PAGE_REPORTING 5u  /* reporting_vq present */
 
 /*
- * Bits 6, 7 and 8 are claimed by open proposals (working-set reporting, DEVICE_INIT_REPORTED,
- * DEVICE_INIT_ON_INFLATE) and must not be reused. Our experimental extensions live at 20-22:
- * device-specific (the spec gives devices bits 0-23), far from the proposals, and above any
- * number the spec is likely to assign soon. See spec/experimental.md for their wire format.
+ * Open proposals (oasis-tcs/virtio-spec issues 244 and 242, as numbered on mst's QEMU and
+ * Linux branches). Bit 6 is also claimed by working-set reporting and by a Firecracker
+ * fork's HINT_WAIT_ON_ACK, so a driver takes these bits only when told to (the module's
+ * device_init parameter); bit 8 is claimed by working-set reporting in crosvm. Our own
+ * experimental extensions live at 20-22: device-specific (the spec gives devices bits
+ * 0-23), far from the proposals. See spec/experimental.md for their wire format.
  */
+#define VB_F_DEVICE_INIT_REPORTED 6u   /* used length of a report: bytes the device zeroed */
+#define VB_F_DEVICE_INIT_ON_INFLATE 7u /* inflate requests end in a bitmap of zeroed PFNs */
 #define VB_F_X_CHUNKED 20u            /* inflate/deflate carry {address, length} chunks */
 #define VB_F_X_INIT_ON_INFLATE 21u    /* discarded pages read back as zero (or poison_val) */
 #define VB_F_X_INIT_REPORTED 22u      /* reported pages read back as zero (or poison_val) */

@@ -129,9 +129,10 @@ public:
 	static constexpr uint64_t kHintReserveShare = FreePageHinter::kHintReserveShare;
 
 	// ---- Free page reporting (free_page_reporter.h), PAGE_REPORTING only ---------------
-	[[nodiscard]] bool report_free_pages(const PageRun* runs, size_t count)
+	[[nodiscard]] bool report_free_pages(const PageRun* runs, size_t count,
+					     bool* device_initialised = nullptr)
 	{
-		return reporter_.report_free_pages(runs, count);
+		return reporter_.report_free_pages(runs, count, device_initialised);
 	}
 
 	uint64_t features() const { return features_; }

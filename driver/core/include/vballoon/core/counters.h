@@ -29,6 +29,9 @@ struct BalloonCounters {
 	// The messenger and the hinter: the device refused buffers or went away mid-request.
 	Counter queue_failures;
 	Counter pages_device_initialised; // wire pages the device promised to initialise
+	// A device that claimed more than it was offered: a used length beyond an inflate's
+	// bitmap or a report's bytes. Nothing of that message is trusted.
+	Counter device_init_overclaims;
 	// Free page hinting (free_page_hinter.h).
 	Counter hint_rounds;          // command ids answered with a round
 	Counter hint_ids_ignored;     // an id read again with no STOP or DONE between: stale
@@ -40,6 +43,7 @@ struct BalloonCounters {
 	Counter reports;              // reports the device acknowledged
 	Counter pages_reported;       // wire pages in them
 	Counter report_failures;      // reports refused, or never acknowledged (device gone)
+	Counter pages_reported_device_initialised; // DEVICE_INIT_REPORTED: wire pages it zeroed
 };
 
 } // namespace vb

@@ -45,7 +45,11 @@ public:
 	// pattern in free pages they have been re-initialised, as the device may have written
 	// them. Sleeps on reporting_vq, never holds the balloon lock. One caller at a time.
 	// Refused before start(): reports begin only after DRIVER_OK.
-	[[nodiscard]] bool report_free_pages(const PageRun* runs, size_t count);
+	// With DEVICE_INIT_REPORTED, *device_initialised (when given) says whether the device
+	// zeroed every page of the report: its used length is exactly the report's bytes. A
+	// shorter one says some were not, and the report does not say which: none is trusted.
+	[[nodiscard]] bool report_free_pages(const PageRun* runs, size_t count,
+					     bool* device_initialised = nullptr);
 
 private:
 	Os& os_;
@@ -57,8 +61,12 @@ private:
 	uint8_t report_token_ = 0;
 };
 
-template <BalloonOs Os> bool FreePageReporter<Os>::report_free_pages(const PageRun* runs, size_t count)
+template <BalloonOs Os>
+bool FreePageReporter<Os>::report_free_pages(const PageRun* runs, size_t count,
+					     bool* device_initialised)
 {
+	if (device_initialised)
+		*device_initialised = false;
 	if (!has_feature(features_, VB_F_PAGE_REPORTING) || count == 0 || count > kReportRunsMax)
 		return false;
 	// An OS that registers its reporting before the device is live must not have its
@@ -94,14 +102,17 @@ template <BalloonOs Os> bool FreePageReporter<Os>::report_free_pages(const PageR
 	os_.queue_kick(QueueKind::kReporting);
 
 	// The pages may not be used before the device acknowledges the report.
+	uint32_t used_len = 0;
 	for (;;) {
 		if (VB_MUTANT(FPR04_REPORT_ACK_NOT_AWAITED))
 			break;
 		uint32_t len;
 		void* token = os_.queue_wait_used(QueueKind::kReporting, &len);
 
-		if (token == &report_token_)
+		if (token == &report_token_) {
+			used_len = len;
 			break;
+		}
 		if (token) {
 			counters_.foreign_used_buffers.add(1);
 			continue;
@@ -117,6 +128,19 @@ template <BalloonOs Os> bool FreePageReporter<Os>::report_free_pages(const PageR
 	}
 	counters_.reports.add(1);
 	counters_.pages_reported.add(pages * wire_pages_per_page_);
+	if (has_feature(features_, VB_F_DEVICE_INIT_REPORTED) && used_len != 0) {
+		const uint64_t bytes = pages << traits_.page_shift;
+		const bool whole = used_len == bytes ||
+				   (VB_MUTANT(DI_DRV04_PARTIAL_REPORT_TRUSTED) && used_len < bytes);
+		if (used_len > bytes && !VB_MUTANT(DI_DRV05_OVERLONG_REPORT_TRUSTED)) {
+			counters_.device_init_overclaims.add(1);
+		} else if (whole || used_len > bytes) {
+			counters_.pages_reported_device_initialised.add(pages *
+									wire_pages_per_page_);
+			if (device_initialised)
+				*device_initialised = true;
+		}
+	}
 	return true;
 }
 

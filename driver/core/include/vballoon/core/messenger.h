@@ -3,7 +3,9 @@
 // The messenger: telling the host about guest pages on inflateq or deflateq, several
 // messages in flight at once. A message is a PFN array of 4 KiB wire pages (the standard
 // format) or, with VB_F_X_CHUNKED, a chain of chunk descriptors; with
-// VB_F_X_INIT_ON_INFLATE an inflate message also carries a bitmap the device fills in.
+// DEVICE_INIT_ON_INFLATE (bit 7) or VB_F_X_INIT_ON_INFLATE (bit 21) an inflate message also
+// carries a bitmap the device fills in (the same bitmap for both; they differ on the device's
+// side, in what it may promise under a non-zero poison_val).
 // Every page a caller names ends in exactly one MessageOutcome (host_reply.h): acknowledged
 // (the caller's callback ran for it, once), never sent or lost (the reply names it).
 //
@@ -214,7 +216,10 @@ private:
 	void record_device_initialised(const Message& message, uint32_t written_bytes);
 	bool carries_bitmap(QueueKind queue) const
 	{
-		return queue == QueueKind::kInflate && has_feature(features_, VB_F_X_INIT_ON_INFLATE);
+		return queue == QueueKind::kInflate &&
+		       (has_feature(features_, VB_F_X_INIT_ON_INFLATE) ||
+			(has_feature(features_, VB_F_DEVICE_INIT_ON_INFLATE) &&
+			 !VB_MUTANT(DI_DRV02_NO_BITMAP_WITH_BIT7)));
 	}
 	static size_t index(QueueKind queue) { return queue == QueueKind::kInflate ? 0 : 1; }
 
@@ -296,7 +301,7 @@ void Messenger<Os>::push(Outbox& box, OnAcknowledged& on_acknowledged)
 		    (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED)))
 			for_each_part(box.runs, message.span, on_acknowledged);
 		if (queue == QueueKind::kInflate && VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING) &&
-		    initialise_before_inflate_ && !has_feature(features_, VB_F_X_INIT_ON_INFLATE))
+		    initialise_before_inflate_ && !carries_bitmap(queue))
 			for_each_part(box.runs, message.span, [&](PageRun run) { os_.initialise_pages(run); });
 		box.packed_slot = -1;
 		added = true;
@@ -459,10 +464,17 @@ template <BalloonOs Os> bool Messenger<Os>::add_message(QueueKind queue, Message
 }
 
 // Marks the pages whose bits the device set. A guest page counts only when every wire page
-// of it is set, and bits beyond what the device says it wrote stay clear.
+// of it is set, and bits beyond what the device says it wrote stay clear. Bits beyond the
+// message's units are never read. A used length beyond the bitmap is a device that writes
+// where it was not asked to: nothing of that message is trusted.
 template <BalloonOs Os>
 void Messenger<Os>::record_device_initialised(const Message& message, uint32_t written_bytes)
 {
+	const uint32_t bitmap_bytes = (message.count + 7) / 8;
+	if (written_bytes > bitmap_bytes && !VB_MUTANT(DI_DRV03_OVERLONG_BITMAP_TRUSTED)) {
+		counters_.device_init_overclaims.add(1);
+		return;
+	}
 	uint32_t bits_written = min<uint32_t>(written_bytes, sizeof(message.initialised)) * 8;
 	auto bit_set = [&](uint32_t i) {
 		return i < bits_written && (message.initialised[i / 8] >> (i % 8)) & 1;

@@ -84,6 +84,10 @@ struct GuestTraits {
 	uint32_t free_page_pattern = 0;
 	// Largest block order the OS allocator hands out (MAX_ORDER - 1 in Linux 6.1).
 	unsigned max_alloc_order = 10;
+	// The OS opted into the DEVICE_INIT proposals (bits 6 and 7: DEVICE_INIT_REPORTED and
+	// DEVICE_INIT_ON_INFLATE). Off by default: bit 6 is claimed by other proposals too, so
+	// a driver that took it from any device offering it could misread that device.
+	bool accept_device_init = false;
 	// Initialise pages as they enter the balloon (what Linux did in 2017 to hand ballooned
 	// pages back clean), unless the device promises to (VB_F_X_INIT_ON_INFLATE).
 	bool initialise_before_inflate = false;

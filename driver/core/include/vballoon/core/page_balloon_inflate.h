@@ -131,6 +131,7 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 	const uint64_t wanted_pages = wanted_wire_pages / wire_pages_per_page_;
 	const bool guest_initialises = traits_.initialise_before_inflate &&
 				       !negotiated(VB_F_X_INIT_ON_INFLATE) &&
+				       !negotiated(VB_F_DEVICE_INIT_ON_INFLATE) &&
 				       !VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING);
 	const bool awaits_acks = !VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED);
 	// Pages join the balloon list as the host acknowledges them, under the lock: deflate
