@@ -23,7 +23,7 @@ enum class BalloonRejection : uint8_t {
 	kPfnArrayNotMultipleOf4, // a PFN array is le32 entries
 	kPfnArrayTooLarge,	 // above the profile's max_pfn_bytes_per_request
 	kChunkMisaligned,	 // VB_F_X_CHUNKED: a range not in whole 4 KiB pages
-	kBitmapMissing,		 // VB_F_X_INIT_ON_INFLATE: no device-writable bitmap big enough
+	kBitmapMissing,		 // bit 21, or bit 7: no device-writable bitmap big enough
 	// VB_F_X_CHUNKED: two ranges of one request share a page.
 	kChunkOverlap,
 	// One PFN of a request refused, the rest still processed:

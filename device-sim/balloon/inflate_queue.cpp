@@ -39,9 +39,14 @@ void InflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain, uin
 
 	// DEVICE_INIT_ON_INFLATE (bit 7) as mst's device does it: with a non-zero poison_val
 	// the bitmap is not used at all (not even cleared) and the used length is 0; a chain
-	// without a writable buffer is an inflate without a bitmap.
+	// without a writable buffer is an inflate without a bitmap. With chunks (bit 20) the
+	// proposal's 5.5.6.x.3 binds instead: an inflate without its bitmap is refused whole
+	// (BAL-DEV-XCH-10), and a non-zero poison_val only keeps every bit clear, the bitmap
+	// still cleared and used with length ceil(n/8) (BAL-DEV-XCH-11, BAL-DEV-XCH-12).
+	const bool mst_declines =
+		!chunked || (VB_MUTANT(XCH_DEV_MISSING_BITMAP_INFLATES) && chain.writable.empty());
 	const bool zero_only_declined =
-		rule == InitRule::kZeroOnly &&
+		rule == InitRule::kZeroOnly && mst_declines &&
 		((poison != 0 && !VB_MUTANT(DEV_DI02_BITMAP_USED_WITH_POISON)) ||
 		 chain.writable.empty());
 	const bool wants_bitmap = rule != InitRule::kNone && !zero_only_declined;
@@ -80,7 +85,8 @@ void InflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain, uin
 		}
 		units = reader_.pfns().size();
 	}
-	if (wants_bitmap && chain.writable[0].len < (units + 7) / 8) {
+	if (wants_bitmap && chain.writable[0].len < (units + 7) / 8 &&
+	    !(chunked && VB_MUTANT(XCH_DEV_SHORT_BITMAP_ACCEPTED))) {
 		counters_.reject(BalloonRejection::kBitmapMissing);
 		queue.push_used(chain.head, 0);
 		return;
@@ -160,6 +166,8 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 	const uint64_t units = chunked ? chunks_.size() : pfns.size();
 	const uint32_t bytes = static_cast<uint32_t>((units + 7) / 8);
 	bitmap_.assign(bytes, 0);
+	if (chunked && VB_MUTANT(XCH_DEV_BITMAP_NOT_CLEARED))
+		(void)memory_.read(bitmap.phys_addr, bitmap_.data(), bytes);
 
 	// Discarded private anonymous memory reads back as zero. The one difference between
 	// the two bits is a non-zero poison_val: under VB_F_X_INIT_ON_INFLATE this device
@@ -203,6 +211,8 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 		throw std::logic_error("InflateQueue: validated bitmap outside RAM");
 	counters_.pages_reported_initialised.fetch_add(reported);
 	// The used length is the bitmap's ceil(n / 8) bytes, whatever bits are set.
+	if (chunked && VB_MUTANT(XCH_DEV_USED_LENGTH_ONE_BYTE))
+		return 1;
 	return VB_MUTANT(DEV_DI01_USED_LENGTH_ZERO) ? 0 : bytes;
 }
 

@@ -33,6 +33,8 @@ public:
 		// The guest page each wire unit (a PFN entry, or a chunk) belongs to: the bitmap's
 		// bit i covers units[i].
 		std::vector<std::vector<uint64_t>> units;
+		vb::QueueKind queue = vb::QueueKind::kInflate;
+		unsigned writable_descriptors = 0;
 	};
 
 	RandomDevice(uint64_t seed, unsigned page_shift, bool chunked_wire) : FakeOs(0, 1), rng(seed),
@@ -48,6 +50,8 @@ public:
 		if (gone || descriptors_in_use + n_out + n_in > ring || chance(refuse_percent))
 			return false;
 		Chain chain{token, n_out + n_in, {}, {}, false, {}};
+		chain.queue = queue;
+		chain.writable_descriptors = n_in;
 		const unsigned wire_per_page = 1u << (page_shift_ - 12);
 		if (chunked_wire_) {
 			for (unsigned i = 0; i < n_out; i++) {
@@ -80,6 +84,7 @@ public:
 		EXPECT_EQ(chains.count(token), 0u) << "a token added twice";
 		descriptors_in_use += chain.descriptors;
 		chains[token] = chain;
+		history.push_back(chain);
 		pending_tokens.push_back(token);
 		added++;
 		return true;
@@ -140,6 +145,12 @@ public:
 	unsigned overclaim_percent = 0;
 	uint64_t overclaims = 0;
 	std::set<uint64_t> may_mark; // pages whose bits the device honestly set
+	std::vector<Chain> history;  // every chain added, in order
+	// When set, the device writes every bitmap byte as bitmap_fill and uses the chain
+	// with length used_len instead of rolling dice.
+	bool scripted = false;
+	uint8_t bitmap_fill = 0;
+	uint32_t used_len = 0;
 
 private:
 	void* give_back_random(uint32_t* len)
@@ -154,7 +165,12 @@ private:
 		for (uint64_t page : chain.guest_pages)
 			returned_pages.insert(page);
 		*len = 0;
-		if (chain.has_bitmap) {
+		if (chain.has_bitmap && scripted) {
+			auto* bits = reinterpret_cast<uint8_t*>(chain.bitmap.phys_addr);
+			for (uint32_t b = 0; b < chain.bitmap.len; b++)
+				bits[b] = bitmap_fill;
+			*len = used_len;
+		} else if (chain.has_bitmap) {
 			EXPECT_EQ(chain.bitmap.len, (chain.units.size() + 7) / 8)
 				<< "a bitmap of ceil(n / 8) bytes";
 			auto* bits = reinterpret_cast<uint8_t*>(chain.bitmap.phys_addr);
@@ -511,6 +527,98 @@ TEST(Messenger, ForeignBufferIsCountedAndIgnored)
 	EXPECT_TRUE(reply.all_acknowledged());
 	EXPECT_EQ(acknowledged, 3000u);
 	EXPECT_GT(counters.foreign_used_buffers.get(), 0u);
+}
+
+// Bits 20 and 7 together (spec/proposals/vb-f-x-chunked.md, 5.5.6.x.3). Twelve runs that
+// are not adjacent, so twelve ranges: a bitmap of two bytes.
+constexpr uint64_t kChunkedDeviceInit =
+	VB_FEATURE(VB_F_X_CHUNKED) | VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
+
+std::vector<vb::PageRun> twelve_separate_runs()
+{
+	std::vector<vb::PageRun> runs;
+	for (uint64_t i = 0; i < 12; i++)
+		runs.push_back({10 + 8 * i, 1 + i % 3, 0});
+	return runs;
+}
+
+TEST(MessengerChunkedDeviceInit, EveryInflateEndsWithOneBitmapOfCeilRangesOver8AndADeflateWithNone)
+{
+	for (const vb::QueueKind queue : {vb::QueueKind::kInflate, vb::QueueKind::kDeflate}) {
+		RandomDevice device(5, 12, true);
+		device.ring = 256;
+		device.ready_percent = 100;
+		vb::BalloonCounters counters;
+		Messenger messenger(device, kChunkedDeviceInit, {}, counters);
+		std::vector<vb::PageRun> runs = twelve_separate_runs();
+		vb::HostReply reply =
+			messenger.tell_host(queue, runs.data(), runs.size(), [](vb::PageRun) {});
+		EXPECT_TRUE(reply.all_acknowledged());
+		ASSERT_FALSE(device.history.empty());
+		size_t ranges = 0;
+		for (const RandomDevice::Chain& chain : device.history) {
+			ranges += chain.units.size();
+			if (queue == vb::QueueKind::kDeflate) {
+				EXPECT_EQ(chain.writable_descriptors, 0u)
+					<< "a deflate carries no bitmap";
+				continue;
+			}
+			EXPECT_EQ(chain.writable_descriptors, 1u) << "exactly one bitmap";
+			EXPECT_EQ(chain.bitmap.len, (chain.units.size() + 7) / 8)
+				<< "ceil(n/8) bytes, n the ranges (" << chain.units.size() << ")";
+		}
+		EXPECT_EQ(ranges, 12u) << "one range per run";
+		if (queue == vb::QueueKind::kInflate) {
+			EXPECT_EQ(device.history.size(), 1u);
+			EXPECT_EQ(device.history[0].bitmap.len, 2u);
+		}
+	}
+}
+
+TEST(MessengerChunkedDeviceInit, ARangeCountsAsZeroOnlyWithItsBitSetBelowEightTimesTheUsedLength)
+{
+	for (const uint32_t used_len : {0u, 1u, 2u}) {
+		RandomDevice device(7, 12, true);
+		device.ring = 256;
+		device.ready_percent = 100;
+		device.scripted = true;
+		device.bitmap_fill = 0xff; // every bit set, as far as the bitmap goes
+		device.used_len = used_len;
+		vb::BalloonCounters counters;
+		Messenger messenger(device, kChunkedDeviceInit, {}, counters);
+		std::vector<vb::PageRun> runs = twelve_separate_runs();
+		vb::HostReply reply = messenger.tell_host(vb::QueueKind::kInflate, runs.data(),
+							  runs.size(), [](vb::PageRun) {});
+		EXPECT_TRUE(reply.all_acknowledged());
+		ASSERT_EQ(device.history.size(), 1u);
+		const RandomDevice::Chain& chain = device.history[0];
+		ASSERT_EQ(chain.units.size(), 12u);
+		std::set<uint64_t> expected;
+		for (size_t i = 0; i < chain.units.size() && i < used_len * 8u; i++)
+			expected.insert(chain.units[i].begin(), chain.units[i].end());
+		EXPECT_EQ(device.marked_initialised, expected) << "used length " << used_len;
+		EXPECT_EQ(counters.pages_device_initialised.get(), expected.size());
+	}
+	// With only some bits set, exactly those ranges count.
+	RandomDevice device(9, 12, true);
+	device.ring = 256;
+	device.ready_percent = 100;
+	device.scripted = true;
+	device.bitmap_fill = 0x05; // ranges 0, 2, 8 and 10
+	device.used_len = 2;
+	vb::BalloonCounters counters;
+	Messenger messenger(device, kChunkedDeviceInit, {}, counters);
+	std::vector<vb::PageRun> runs = twelve_separate_runs();
+	EXPECT_TRUE(messenger
+			    .tell_host(vb::QueueKind::kInflate, runs.data(), runs.size(),
+				       [](vb::PageRun) {})
+			    .all_acknowledged());
+	ASSERT_EQ(device.history.size(), 1u);
+	std::set<uint64_t> expected;
+	for (const size_t i : {0u, 2u, 8u, 10u})
+		expected.insert(device.history[0].units[i].begin(),
+				device.history[0].units[i].end());
+	EXPECT_EQ(device.marked_initialised, expected);
 }
 
 } // namespace

@@ -376,5 +376,99 @@ TEST(DeviceInitOnInflate, AShortBitmapRefusesTheRequestAndAMissingOneInflatesWit
 	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 9u);
 }
 
+// Bits 20 and 7 together (spec/proposals/vb-f-x-chunked.md, 5.5.6.x.3): n ranges at
+// distinct, non-adjacent pages from kPfn on, one page each.
+std::vector<ChainBuffer> one_page_ranges(unsigned n)
+{
+	std::vector<ChainBuffer> ranges;
+	for (unsigned i = 0; i < n; i++)
+		ranges.push_back({(kPfn + 2ull * i) * kPage, static_cast<uint32_t>(kPage)});
+	return ranges;
+}
+
+void start_chunked(Rig& rig, uint32_t poison_val = 0)
+{
+	const uint64_t features = rig.start(poison_val ? ~uint64_t{0} : kWithoutPoison, poison_val);
+	EXPECT_TRUE(features & VB_FEATURE(VB_F_X_CHUNKED));
+	EXPECT_TRUE(features & VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE));
+}
+
+BalloonDeviceOptions chunked_device_init()
+{
+	BalloonDeviceOptions options{.device_init_on_inflate = true};
+	options.profile.offered_features |= VB_FEATURE(VB_F_X_CHUNKED);
+	return options;
+}
+
+TEST(DeviceInitOnInflate, WithChunksAMissingOrShortBitmapRefusesTheWholeRequest)
+{
+	Rig rig(chunked_device_init());
+	start_chunked(rig);
+	fill_and_check_resident(rig, kPfn * kPage, 18 * kPage, 0xaa);
+	// Nine ranges need two bytes: none, and one, are both refused whole, untouched.
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 0, nullptr), 0u);
+	uint8_t bitmap[2] = {};
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 1, bitmap, 0x33), 0u);
+	EXPECT_EQ(bitmap[0], 0x33);
+	EXPECT_EQ(rig.device.counters().rejected_by(BalloonRejection::kBitmapMissing), 2u);
+	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 0u);
+	EXPECT_EQ(rig.device.counters().inflate_requests.load(), 0u);
+	EXPECT_TRUE(bytes_are(rig.memory, kPfn * kPage, 18 * kPage, 0xaa));
+	EXPECT_EQ(rig.memory.resident_bytes(kPfn * kPage, 18 * kPage), 18 * kPage);
+	// Two bytes: acted on.
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 2, bitmap), 2u);
+	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 9u);
+}
+
+TEST(DeviceInitOnInflate, WithChunksEveryBitBeyondTheDiscardedRangesIsCleared)
+{
+	Rig rig(chunked_device_init());
+	start_chunked(rig);
+	fill_and_check_resident(rig, kPfn * kPage, 18 * kPage, 0xaa);
+	// Nine whole ranges discarded: bits 0-8 set, bits 9-15 cleared although the driver
+	// wrote them set.
+	uint8_t bitmap[2] = {};
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 2, bitmap, 0xff), 2u);
+	EXPECT_EQ(bitmap[0], 0xff);
+	EXPECT_EQ(bitmap[1], 0x01);
+	for (unsigned i = 0; i < 9; i++)
+		EXPECT_TRUE(bytes_are(rig.memory, (kPfn + 2ull * i) * kPage, kPage, 0)) << i;
+	EXPECT_TRUE(bytes_are(rig.memory, (kPfn + 1) * kPage, kPage, 0xaa)) << "between ranges";
+}
+
+TEST(DeviceInitOnInflate, WithChunksANonZeroPoisonValClearsEveryBitAndStillUsesTheBitmap)
+{
+	Rig rig(chunked_device_init());
+	start_chunked(rig, 0xaaaaaaaa);
+	fill_and_check_resident(rig, kPfn * kPage, 18 * kPage, 0xaa);
+	uint8_t bitmap[2] = {};
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 2, bitmap, 0xff), 2u);
+	EXPECT_EQ(bitmap[0], 0x00);
+	EXPECT_EQ(bitmap[1], 0x00);
+	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 9u) << "the inflate proceeds";
+	EXPECT_EQ(rig.device.counters().pages_reported_initialised.load(), 0u);
+}
+
+TEST(DeviceInitOnInflate, WithChunksTheUsedLengthIsCeilNOver8WhenActedOnAndZeroWhenRefused)
+{
+	Rig rig(chunked_device_init());
+	start_chunked(rig);
+	fill_and_check_resident(rig, kPfn * kPage, 40 * kPage, 0xaa);
+	uint8_t bitmap[3] = {};
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(1), 1, bitmap), 1u);
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(8), 1, bitmap), 1u);
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 2, bitmap), 2u);
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(17), 3, bitmap), 3u);
+	// A longer bitmap than needed: still ceil(n/8) used.
+	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 3, bitmap), 2u);
+	// Refused (a misaligned range): 0, the bitmap untouched.
+	std::vector<ChainBuffer> bad = one_page_ranges(9);
+	bad[4].phys_addr += 512;
+	EXPECT_EQ(rig.inflate_chunks(bad, 2, bitmap, 0x5a), 0u);
+	EXPECT_EQ(bitmap[0], 0x5a);
+	EXPECT_EQ(bitmap[1], 0x5a);
+	EXPECT_EQ(rig.device.counters().rejected_by(BalloonRejection::kChunkMisaligned), 1u);
+}
+
 } // namespace
 } // namespace vbsim

@@ -456,6 +456,8 @@ template <BalloonOs Os> bool Messenger<Os>::add_message(QueueKind queue, Message
 	const Segment* out = chunked() ? message.chunks : &pfn_array;
 	unsigned out_count = chunked() ? message.count : 1;
 	Segment bitmap = {os_.phys_addr(message.initialised), (message.count + 7) / 8};
+	if (chunked() && VB_MUTANT(XCH_DRV_BITMAP_ONE_BYTE_LONG))
+		bitmap.len = min<uint32_t>(bitmap.len + 1, sizeof(message.initialised));
 	bool wants_bitmap = carries_bitmap(queue);
 
 	if (wants_bitmap)
@@ -490,7 +492,10 @@ void Messenger<Os>::record_device_initialised(const Message& message, uint32_t w
 
 	if (chunked()) {
 		for (uint32_t i = 0; i < message.count; i++) {
-			if (!bit_set(i))
+			const bool beyond_trusted =
+				VB_MUTANT(XCH_DRV_BITS_TRUSTED_BEYOND_USED_LENGTH) &&
+				(message.initialised[i / 8] >> (i % 8)) & 1;
+			if (!bit_set(i) && !beyond_trusted)
 				continue;
 			PageRun chunk = {message.chunks[i].phys_addr >> page_shift_,
 					 message.chunks[i].len >> page_shift_, kPageRunDeviceInitialised};
