@@ -18,11 +18,14 @@ What is checked, each against what the host itself shows:
 - system_reset while inflated: the module rebinds, re-inflates to the target, nothing lost;
 - a request the device must refuse (a range 2 KiB short, injected through vballoon's debugfs
   `misalign_next_inflate`): counted in x-vb-rejected-requests, the guest unharmed;
-- the in-tree driver on the same device (it never accepts bit 20): PFN arrays as before.
+- the in-tree driver on the same device (it never accepts bit 20): PFN arrays as before;
+- DEVICE_INIT_ON_INFLATE (bit 7) with chunks: every discarded range promised, counted by the
+  module (device_init=1 in an init_on_free=1 guest), nothing refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import tempfile
@@ -42,6 +45,7 @@ KIB = 1024
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_SCRIPT = os.path.join(REPO, "qemu", "build-patched-qemu.sh")
 VB_F_X_CHUNKED = 20
+VB_F_DEVICE_INIT_ON_INFLATE = 7   # mst's branch (virtio-spec issue 242)
 PFNS_PER_ARRAY = 256   # what one PFN-array message carries at most (both drivers)
 CHUNKED_PROPS = {"x-vb-chunked": "on"}
 
@@ -333,3 +337,40 @@ def test_intree_driver_ignores_the_chunked_bit(chunked_vm):
     assert _used_delta(inflate0, inflate1) >= 256 * MIB // guestvm.PAGE_BYTES // PFNS_PER_ARRAY
     balloon_to(vm, ram)
     assert rejected_requests(vm) == 0
+
+
+@vballoon_only
+def test_device_init_on_inflate_promises_every_discarded_range(driver, patched_qemu):
+    """DEVICE_INIT_ON_INFLATE (bit 7) with chunks in a real device: a guest that zeroes freed
+    pages (init_on_free=1) and opts in (device_init=1) negotiates bit 7, the device sets the
+    bit of every range it discarded, so the module counts every inflated page as host
+    initialised and zeroes none of them itself (zero_on_inflate=1 would otherwise); the pages
+    come back through deflate with the pattern kept elsewhere intact and nothing refused."""
+    drv = dataclasses.replace(driver.drv, params="device_init=1 zero_on_inflate=1")
+    vm = GuestVM(driver.image, name="vballoon-patched-devinit", ram_mib=GUEST_RAM_MIB,
+                 balloon_props={**CHUNKED_PROPS, "device-init-on-inflate": "on"},
+                 append="init_on_free=1", qemu=patched_qemu).start()
+    try:
+        console0 = vm.console_bytes
+        vm.load_driver(drv)
+        vm.driver = drv
+        features = vm.negotiated_features()
+        assert features >> VB_F_X_CHUNKED & 1 and features >> VB_F_DEVICE_INIT_ON_INFLATE & 1, \
+            f"bits 20 and 7 not both negotiated: {features:#x}"
+        ram, size = vm.ram_bytes, GIB // 2
+        keeper = PatternKeeper(vm, 64)
+        c0 = vm.vballoon_counters()
+        balloon_to(vm, ram - size)
+        c1 = vm.vballoon_counters()
+        pages = size // guestvm.PAGE_BYTES
+        assert c1["pages_inflated"] - c0["pages_inflated"] == pages
+        assert c1["pages_device_initialised"] - c0["pages_device_initialised"] == pages
+        assert c1["device_init_overclaims"] == 0
+        keeper.verify()
+        balloon_to(vm, ram)
+        assert vm.vballoon_counters()["balloon_pfns"] == 0
+        keeper.finish()
+        assert rejected_requests(vm) == 0
+        assert_kernel_quiet(vm, console0)
+    finally:
+        vm.stop()
