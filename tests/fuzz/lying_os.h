@@ -904,6 +904,10 @@ private:
 		}
 		if (!buffer.has_bitmap)
 			return;
+		// A used length beyond the bitmap is a device writing where it was not asked to:
+		// the core trusts nothing of that message (BAL-DRV-DI-03, for bit 21 as for 7).
+		if (*len > buffer.bitmap.len)
+			return;
 		// Which pages the device vouched for, as the core must read the bitmap: a unit
 		// counts when its bit is set and lies within the bytes the device says it wrote;
 		// a guest page only when all its units count.
