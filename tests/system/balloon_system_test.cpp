@@ -159,35 +159,7 @@ TEST(MustTellHost, NoPageIsReusedBeforeItsDeflateIsAcknowledged)
 {
 	Machine machine(with_profile(vbsim::full_profile()));
 	machine.boot();
-	ASSERT_TRUE(machine.guest.negotiated_features() & VB_FEATURE(VB_F_MUST_TELL_HOST));
-	ASSERT_EQ(machine.balloon_to(2048), vb::StepResult::kSettled);
-
-	// Hold the device's deflate acks: the driver has told the host, the host has not
-	// answered, so the pages are still the host's.
-	machine.device.hold_deflate_acks();
-	machine.device.set_target_pages(0);
-	ASSERT_TRUE(machine.device.wait_for_held_deflate_acks(1, kSettleTimeout));
-	EXPECT_EQ(machine.device.host_owned_pages(), 2048u);
-
-	// Meanwhile the guest wants every page it has. None of the host's may show up.
-	uint64_t free_pages = machine.guest.allocator().counts().free;
-	vbsim::UserMemory grab = machine.guest.allocate_user_memory(free_pages, 0x11);
-	EXPECT_EQ(grab.pages, free_pages);
-	for (uint64_t pfn = machine.guest.allocator().first_pfn();
-	     pfn < machine.guest.allocator().first_pfn() + machine.guest_pages(); pfn++) {
-		if (machine.device.host_owns(pfn)) {
-			ASSERT_NE(machine.guest.allocator().state(pfn), BuddyAllocator::FrameState::kFree)
-				<< "page " << pfn << " was freed before the host acknowledged its deflate";
-		}
-	}
-	EXPECT_EQ(machine.guest.os().counters().must_tell_host_violations.load(), 0u);
-	machine.guest.free_user_memory(grab);
-
-	machine.device.release_deflate_acks();
-	ASSERT_EQ(machine.guest.wait_until_settled(kSettleTimeout), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
-	EXPECT_EQ(machine.device.actual_pages(), 0u);
-	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
+	expect_no_page_reused_before_its_deflate_ack(machine, 2048);
 }
 
 // ---- Stats -------------------------------------------------------------------------------

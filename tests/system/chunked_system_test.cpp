@@ -134,36 +134,8 @@ TEST(ChunkedMustTellHost, NoPageOfADeflatedRangeIsReusedBeforeItsAck)
 	options.device.profile = full_with(VB_FEATURE(VB_F_X_CHUNKED));
 	Machine machine(options);
 	machine.boot();
-	ASSERT_TRUE(machine.guest.negotiated_features() & VB_FEATURE(VB_F_MUST_TELL_HOST));
 	ASSERT_TRUE(machine.guest.negotiated_features() & VB_FEATURE(VB_F_X_CHUNKED));
-	ASSERT_EQ(machine.balloon_to(4096), vb::StepResult::kSettled);
-
-	machine.device.hold_deflate_acks();
-	machine.device.set_target_pages(0);
-	ASSERT_TRUE(machine.device.wait_for_held_deflate_acks(1, kSettleTimeout));
-	EXPECT_EQ(machine.device.host_owned_pages(), 4096u);
-
-	// The guest takes every page it can get; none the host still holds may be among them.
-	uint64_t free_pages = machine.guest.allocator().counts().free;
-	vbsim::UserMemory grab = machine.guest.allocate_user_memory(free_pages, 0x11);
-	EXPECT_EQ(grab.pages, free_pages);
-	for (uint64_t pfn = machine.guest.allocator().first_pfn();
-	     pfn < machine.guest.allocator().first_pfn() + machine.guest_pages(); pfn++) {
-		if (machine.device.host_owns(pfn)) {
-			ASSERT_NE(machine.guest.allocator().state(pfn),
-				  vbsim::BuddyAllocator::FrameState::kFree)
-				<< "page " << pfn
-				<< " was freed before the host acknowledged its deflate";
-		}
-	}
-	EXPECT_EQ(machine.guest.os().counters().must_tell_host_violations.load(), 0u);
-	machine.guest.free_user_memory(grab);
-
-	machine.device.release_deflate_acks();
-	ASSERT_EQ(machine.guest.wait_until_settled(kSettleTimeout), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
-	EXPECT_EQ(machine.device.actual_pages(), 0u);
-	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
+	expect_no_page_reused_before_its_deflate_ack(machine, 4096);
 	EXPECT_EQ(machine.device.counters().rejected_by(vbsim::BalloonRejection::kPfnNotHostOwned),
 		  0u);
 }

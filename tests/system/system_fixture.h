@@ -47,6 +47,41 @@ public:
 	}
 };
 
+// MUST_TELL_HOST end to end: with `pages` ballooned and the device holding its deflate acks,
+// the guest takes every page it can get, and none the host still owns may be among them; once
+// the acks go out, every page comes back and the host owns none.
+inline void expect_no_page_reused_before_its_deflate_ack(Machine& machine, uint32_t pages)
+{
+	ASSERT_TRUE(machine.guest.negotiated_features() & VB_FEATURE(VB_F_MUST_TELL_HOST));
+	ASSERT_EQ(machine.balloon_to(pages), vb::StepResult::kSettled);
+
+	machine.device.hold_deflate_acks();
+	machine.device.set_target_pages(0);
+	ASSERT_TRUE(machine.device.wait_for_held_deflate_acks(1, kSettleTimeout));
+	EXPECT_EQ(machine.device.host_owned_pages(), pages);
+
+	uint64_t free_pages = machine.guest.allocator().counts().free;
+	vbsim::UserMemory grab = machine.guest.allocate_user_memory(free_pages, 0x11);
+	EXPECT_EQ(grab.pages, free_pages);
+	for (uint64_t pfn = machine.guest.allocator().first_pfn();
+	     pfn < machine.guest.allocator().first_pfn() + machine.guest_pages(); pfn++) {
+		if (machine.device.host_owns(pfn)) {
+			ASSERT_NE(machine.guest.allocator().state(pfn),
+				  vbsim::BuddyAllocator::FrameState::kFree)
+				<< "page " << pfn
+				<< " was freed before the host acknowledged its deflate";
+		}
+	}
+	EXPECT_EQ(machine.guest.os().counters().must_tell_host_violations.load(), 0u);
+	machine.guest.free_user_memory(grab);
+
+	machine.device.release_deflate_acks();
+	ASSERT_EQ(machine.guest.wait_until_settled(kSettleTimeout), vb::StepResult::kSettled);
+	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(machine.device.actual_pages(), 0u);
+	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
+}
+
 inline bool page_is_zero(const vbsim::GuestMemory& memory, uint64_t pfn)
 {
 	const uint8_t* page = memory.translate(pfn * kPageBytes, kPageBytes);
