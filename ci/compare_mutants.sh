@@ -21,4 +21,4 @@ cmake -S . -B build-mutants -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVB_MUTA
 	-DVB_BUILD_BENCH=OFF >/dev/null
 cmake --build build-mutants -j "$(nproc)" --target vballoon-sim migration_tests
 /usr/bin/python3 spec/run_compare_mutants.py --build build-mutants "$@" -- \
-	--ram-mib 256 --workload busy --link-gbit 1 --repeat 1
+	--ram-mib 256 --workload busy --link-gbit 1 --repeat 1 --strategy all

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The main job on its built-in default scenario: install what is needed, build, then
-# live-migrate a simulated 8 GiB guest with every strategy side by side (none, zero
-# detection, free page hinting, free page reporting and the combinations) for each workload
-# (fresh, freed, busy), and print a table per workload.
+# live-migrate a simulated 8 GiB guest with each strategy its host can run side by side
+# (QEMU 7.2's: zero detection alone, with free page hinting, with free page reporting;
+# --strategy all adds the ones without zero detection) for each workload (fresh, freed,
+# busy), and print a table per workload.
 # Arguments are passed to `vballoon-sim compare` (try --help); a first argument naming a
 # subcommand picks that one instead: `ci/demo.sh inflate` is the inflate/deflate scenario.
 set -eu

@@ -24,6 +24,7 @@ constexpr std::array kProfiles = {
 		ReportedPages::kScanned,
 		ConvergenceRule::kQemuPendingOverBandwidth,
 		ChannelStream::kPipe,
+		false,
 	},
 	HostProfile{
 		"qemu-9",
@@ -36,6 +37,7 @@ constexpr std::array kProfiles = {
 		ReportedPages::kScanned,
 		ConvergenceRule::kQemuPendingOverBandwidth,
 		ChannelStream::kSocketPair,
+		true,
 	},
 	HostProfile{
 		"ideal",
@@ -48,6 +50,7 @@ constexpr std::array kProfiles = {
 		ReportedPages::kSkippedUnscanned,
 		ConvergenceRule::kWholePageCost,
 		ChannelStream::kSocketPair,
+		true,
 	},
 };
 
@@ -76,6 +79,15 @@ void apply_host_profile(const HostProfile& profile, unsigned threads, MigrationC
 	config.convergence = profile.convergence;
 	config.stream =
 		config.sender_threads == 1 ? profile.single_stream : ChannelStream::kSocketPair;
+}
+
+std::vector<Strategy> strategies_of(const HostProfile& profile)
+{
+	std::vector<Strategy> strategies;
+	for (Strategy strategy : all_strategies())
+		if (profile.zero_detection_optional || uses_zero_detection(strategy))
+			strategies.push_back(strategy);
+	return strategies;
 }
 
 } // namespace vbsim::migration

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "migration/migration.h"
 
@@ -27,12 +28,18 @@ struct HostProfile {
 	ConvergenceRule convergence;
 	// What its single stream (one channel) writes into; more channels are multifd sockets.
 	ChannelStream single_stream;
+	// Whether the host can send pages without checking them for zero. QEMU 7.2 cannot (every
+	// page goes through save_zero_page; zero-page-detection=none came with 9.0), so the
+	// strategies without zero detection are not something such a host runs.
+	bool zero_detection_optional;
 };
 
 std::span<const HostProfile> all_host_profiles(); // qemu-7.2 (the default), qemu-9, ideal
 const HostProfile* find_host_profile(std::string_view name);
 // The profile's settings into `config`, with `threads` channels (0: the profile's default).
 void apply_host_profile(const HostProfile& profile, unsigned threads, MigrationConfig& config);
+// The strategies this host can run, in all_strategies() order.
+std::vector<Strategy> strategies_of(const HostProfile& profile);
 
 } // namespace vbsim::migration
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //
 // What `vballoon-sim compare` prints and writes, on results built here: the JSON's shape and
-// field order, CSV lines matching it, one table per workload with ratios against `none`.
+// field order, CSV lines matching it, one table per workload with ratios against `none`, or
+// against `zero-detect` where `none` did not run (a QEMU 7.2 host's default set).
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -120,6 +121,27 @@ TEST(ComparisonReport, TablesComeOnePerWorkloadWithRatiosAgainstNone)
 	EXPECT_NE(hint_line.find("NO: 3 pages differ"), std::string::npos) << hint_line;
 	EXPECT_EQ(hint_line.find("0.250x"), std::string::npos) << hint_line;
 	EXPECT_EQ(hint_line.find("500"), std::string::npos) << hint_line;
+}
+
+TEST(ComparisonReport, WithoutNoneTheRatiosAreAgainstZeroDetect)
+{
+	const std::string text =
+		comparison_tables(kSetup, {row("fresh", "zero-detect", 10, 40000, 200),
+					   row("fresh", "hint+zero-detect", 5, 10000, 50)});
+	const size_t fresh = text.find("workload fresh (base: zero-detect)");
+	ASSERT_NE(fresh, std::string::npos) << text;
+	// 10000 of zero-detect's 40000 bytes in 50 of its 200 ms.
+	const std::string hint_line = text.substr(text.find("hint+zero-detect ", fresh));
+	EXPECT_NE(hint_line.find("0.250x"), std::string::npos) << hint_line;
+	const std::string zero_line = text.substr(text.find("zero-detect ", fresh));
+	EXPECT_NE(zero_line.find("1.000x"), std::string::npos) << zero_line;
+}
+
+TEST(ComparisonReport, NoneIsTheBaseWhereItRan)
+{
+	const std::string text = comparison_tables(kSetup, sample_rows());
+	EXPECT_NE(text.find("workload fresh (base: none)"), std::string::npos) << text;
+	EXPECT_NE(text.find("workload freed (base: none)"), std::string::npos) << text;
 }
 
 TEST(ComparisonReport, RowsWithoutABaselineShowNoRatio)
