@@ -166,12 +166,9 @@ int run_compare(const CompareArguments& args)
 			      host.models,	       config.link_bytes_per_second,
 			      config.sender_threads,   config.downtime_limit_ms,
 			      args.untouched,	       args.repeat};
-	// The pair the summary compares runs --repeat times, every other strategy once.
-	auto runs_of = [&args](migration::Strategy strategy) -> unsigned {
-		return strategy == migration::Strategy::kZeroDetect || strategy == migration::Strategy::kHintZeroDetect
-			       ? args.repeat
-			       : 1;
-	};
+	// Every strategy runs --repeat times: each table row is a median, and the summary pairs
+	// run i of zero-detect with run i of hint+zero-detect.
+	auto runs_of = [&args](migration::Strategy) -> unsigned { return args.repeat; };
 	unsigned runs_per_workload = 0;
 	for (migration::Strategy strategy : strategies)
 		runs_per_workload += runs_of(strategy);
@@ -332,9 +329,11 @@ void add_compare_command(CLI::App& app, int* exit_status)
 		      "memory from the top of RAM, so its untouched memory lies where the bulk pass "
 		      "starts. Default: Linux 6.1's order (Debian 12), from the bottom up");
 	cmd->add_option("--repeat", args->repeat,
-			"Runs per workload of zero-detect and hint+zero-detect, the pair the summary "
-			"compares (median and min-max; the table shows each strategy's median run); the "
-			"other strategies run once. Runs of one device share one prepared guest")
+			"Runs per workload of each strategy (the table shows each strategy's "
+			"median run; "
+			"the summary pairs zero-detect's and hint+zero-detect's runs one by one: "
+			"median and "
+			"min-max). Runs of one device share one prepared guest")
 		->check(CLI::Range(1u, 50u))
 		->capture_default_str();
 	cmd->add_option("--json", args->json_path, "Write the results as JSON to FILE");
