@@ -69,7 +69,7 @@ def model_rows(doc: dict) -> list[dict]:
             rows.append({"workload": r["workload"], "strategy": r["strategy"],
                          "bytes": run.get("bytes_sent"), "normal": run.get("pages_sent"),
                          "zero": run.get("zero_pages"), "rounds": run.get("rounds"),
-                         "total_ms": run.get("total_ms"),
+                         "total_ms": run.get("total_ms"), "downtime_ms": run.get("downtime_ms"),
                          "verified": run.get("verified", r.get("verified"))})
     return rows
 
@@ -95,8 +95,8 @@ def ratio(values, base) -> str:
 def table(real: dict, model: dict | None) -> str:
     lines = ["| workload | link | strategy | MiB sent real / model | normal pages real / model "
              "| zero pages real / model | rounds real / model | total ms real / model "
-             "| bytes x none real / model | time x none real / model |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| downtime ms real / model | bytes x none real / model | time x none real / model |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for workload in WORKLOADS:
         for link in LINKS:
             def real_runs(strategy):
@@ -126,7 +126,7 @@ def table(real: dict, model: dict | None) -> str:
                              f"{both('transferred', 'bytes', MIB)} | "
                              f"{both('normal_pages', 'normal')} | {both('zero_pages', 'zero')} | "
                              f"{both('rounds', 'rounds')} | {both('total_time_ms', 'total_ms')} | "
-                             f"{bytes_x} | {time_x} |")
+                             f"{both('downtime_ms', 'downtime_ms')} | {bytes_x} | {time_x} |")
     return "\n".join(lines)
 
 

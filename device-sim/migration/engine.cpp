@@ -45,6 +45,9 @@ constexpr uint64_t kChunkWords = 8;
 constexpr uint64_t kChunkPages = kChunkWords * 64;
 // Larger than the last-level cache, so reading it runs at memory speed.
 constexpr uint64_t kPopulatedZeroPages = (256ull << 20) / 4096;
+// QEMU's BUFFER_DELAY: the bandwidth behind the convergence threshold is measured over
+// windows at least this long.
+constexpr double kBandwidthWindowMs = 100;
 
 // Which source pages are backed by memory now. A page that is not reads as zero; on a
 // real host reading it maps the shared zero page, here it would
@@ -492,6 +495,41 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	bool stopping = false;
 	uint64_t cleared_counted = 0;
 
+	// QEMU's convergence (migration_iteration_run, after every iteration): pending = dirty
+	// pages x 4096 bytes against threshold = bandwidth x downtime limit, the bandwidth
+	// measured over windows of at least 100 ms (migration_update_counters, BUFFER_DELAY),
+	// the threshold 0 until the first window closes. Below it ram_save_pending syncs the
+	// bitmap and looks again; still below, the VM stops, mid-pass if need be: what the bulk
+	// pass had not reached goes in stop-and-copy.
+	const bool qemu_convergence = config.convergence == ConvergenceRule::kQemuPendingOverBandwidth;
+	double window_start_ms = elapsed_ms;
+	uint64_t window_start_bytes = 0;
+	double threshold_bytes = 0;
+	auto update_threshold = [&](double now_ms, uint64_t bytes_now) {
+		if (now_ms - window_start_ms < kBandwidthWindowMs)
+			return;
+		threshold_bytes = double(bytes_now - window_start_bytes) / (now_ms - window_start_ms) *
+				  config.downtime_limit_ms;
+		window_start_ms = now_ms;
+		window_start_bytes = bytes_now;
+	};
+	auto below_threshold = [&](uint64_t pending_pages) {
+		return pending_pages == 0 || double(pending_pages * kPage) < threshold_bytes;
+	};
+	// A bitmap sync (QEMU's migration_bitmap_sync): the hint round stops before it, and a
+	// hint the device thread was applying finishes first (QEMU's free_page_lock).
+	auto sync_bitmap = [&](unsigned round) {
+		stop_hint_round();
+		land_hints();
+		std::fill(harvested.begin(), harvested.end(), 0);
+		log.harvest(harvested.data());
+		// Mutant (spec/compare_mutants.tsv): the bulk pass's harvest thrown away.
+		if (!(round == 0 && VB_MUTANT(MIG_FIRST_HARVEST_DROPPED)))
+			to_send.or_words(harvested.data());
+		for (const PageRange& range : machine.always_dirty)
+			to_send.set_range(range.first_page, range.pages);
+	};
+
 	for (unsigned round = 0;; round++) {
 		RoundProgress p;
 		p.round = round;
@@ -506,16 +544,30 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		// QEMU's ram_save_iterate: iterations of iteration_ms of model time; the hints that
 		// arrived meanwhile land between them. Stop-and-copy is one iteration.
 		double iteration_end_ms = config.iteration_ms;
+		const bool iterates = qemu_convergence || (deferred_hints && hints);
 		const std::function<bool()> iteration_over = [&] {
-			return !stopping && deferred_hints && hints && in_round_ms() >= iteration_end_ms;
+			return !stopping && iterates && in_round_ms() >= iteration_end_ms;
 		};
+		bool converged_mid_pass = false;
 		for (;;) {
 			p.iterations++;
 			if (senders->run_iteration(iteration_over))
 				break;
 			const uint64_t start = thread_cpu_ns();
 			land_hints();
+			if (qemu_convergence) {
+				update_threshold(elapsed_ms + in_round_ms(), result.bytes_sent + counters.bytes.load());
+				if (below_threshold(to_send.count())) {
+					sync_bitmap(round);
+					converged_mid_pass = below_threshold(to_send.count());
+					p.stopped_mid_pass = converged_mid_pass;
+					if (!converged_mid_pass)
+						start_hint_round();
+				}
+			}
 			round_sync_ns += thread_cpu_ns() - start;
+			if (converged_mid_pass)
+				break;
 			iteration_end_ms = in_round_ms() + config.iteration_ms;
 		}
 		{
@@ -548,19 +600,10 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			round_sync_ns += residency_ns; // how this host learns which pages are absent
 
 		const bool final_round = stopping;
-		// Bitmap sync (QEMU's migration_bitmap_sync): the hint round stops before it, and
-		// a hint the device thread was applying finishes first (QEMU's free_page_lock).
-		if (!final_round) {
-			stop_hint_round();
+		// The pass is done: the bitmap sync ends the round (a mid-pass stop synced already).
+		if (!final_round && !converged_mid_pass) {
 			const uint64_t start = thread_cpu_ns();
-			land_hints();
-			std::fill(harvested.begin(), harvested.end(), 0);
-			log.harvest(harvested.data());
-			// Mutant (spec/compare_mutants.tsv): the bulk pass's harvest thrown away.
-			if (!(round == 0 && VB_MUTANT(MIG_FIRST_HARVEST_DROPPED)))
-				to_send.or_words(harvested.data());
-			for (const PageRange& range : machine.always_dirty)
-				to_send.set_range(range.first_page, range.pages);
+			sync_bitmap(round);
 			round_sync_ns += thread_cpu_ns() - start;
 		}
 		// Hints cleared since the last round ended.
@@ -594,13 +637,13 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 
 		const uint64_t pending = to_send.count();
 		double expected_downtime_ms = 0;
-		if (config.convergence == ConvergenceRule::kQemuPendingOverBandwidth) {
-			// QEMU: every dirty page counts 4096 bytes, over the bandwidth the last round
-			// achieved (bytes on the wire, zero-page records included, per ms).
-			const double bandwidth = p.round_ms > 0 ? double(p.bytes_sent) / p.round_ms : 0;
-			expected_downtime_ms = pending == 0 ? 0
-					       : bandwidth > 0 ? double(pending * kPage) / bandwidth
-							       : config.downtime_limit_ms * 2;
+		if (qemu_convergence) {
+			// QEMU: every dirty page counts 4096 bytes, against the threshold of the last
+			// bandwidth window (bytes on the wire, zero-page records included, per ms).
+			update_threshold(elapsed_ms, result.bytes_sent);
+			expected_downtime_ms = below_threshold(pending) ? 0 : config.downtime_limit_ms * 2;
+			if (below_threshold(pending) && threshold_bytes > 0)
+				expected_downtime_ms = double(pending * kPage) / threshold_bytes * config.downtime_limit_ms;
 		} else {
 			// What a whole page cost: its link time, or the CPU a whole page took.
 			double per_page_ms = link_ms(kPage + kPageHeaderBytes, config.link_bytes_per_second);
@@ -608,7 +651,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 				per_page_ms = std::max(per_page_ms, ns_to_ms(counters.send_ns.load()) / double(p.pages_sent));
 			expected_downtime_ms = double(pending) * per_page_ms;
 		}
-		result.converged = expected_downtime_ms <= config.downtime_limit_ms;
+		result.converged = converged_mid_pass || expected_downtime_ms <= config.downtime_limit_ms;
 		if (result.converged || round + 1 >= config.max_rounds) {
 			// Stop-and-copy: the VM stops (its threads stand still, wall clock: waiting
 			// on them is what stopping costs), the last harvest takes both bitmaps.

@@ -115,8 +115,9 @@ enum class ChannelStream : uint8_t {
 
 // When pre-copy stops.
 enum class ConvergenceRule : uint8_t {
-	// QEMU (migration_iteration_run): pending = dirty pages x 4096 bytes, stop when it is
-	// below the measured bandwidth (bytes sent over the last round's time) x downtime limit.
+	// QEMU (migration_iteration_run, after every iteration): pending = dirty pages x 4096
+	// bytes, stop when it is below the measured bandwidth (bytes sent over the last window of
+	// at least 100 ms) x downtime limit, mid-pass if need be.
 	kQemuPendingOverBandwidth,
 	// The pages left, each costing what a whole page cost in the last round (or its link
 	// time): zero pages do not make the remainder look cheap or dear.
@@ -213,6 +214,9 @@ struct RoundProgress {
 	double round_ms = 0;	// max(network_ms, critical_cpu_ms) + sync_ms
 	double elapsed_ms = 0;	// total time so far
 	unsigned iterations = 0; // QEMU iterations (iteration_ms of model time each)
+	// QEMU's convergence rule stopped the VM before this round's pass was done: what it had
+	// not reached went in stop-and-copy.
+	bool stopped_mid_pass = false;
 };
 
 struct MigrationResult {
