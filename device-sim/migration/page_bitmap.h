@@ -54,6 +54,15 @@ public:
 		return n;
 	}
 
+	// Set bits in [first, first + count).
+	uint64_t count_range(uint64_t first, uint64_t count) const
+	{
+		uint64_t n = 0;
+		for (uint64_t p = first; p < first + count && p < pages_; p++)
+			n += (bits_[p / 64].load(std::memory_order_relaxed) >> (p % 64)) & 1;
+		return n;
+	}
+
 private:
 	uint64_t pages_;
 	uint64_t words_;

@@ -410,7 +410,10 @@ TEST(HostProfiles, Qemu72HintsLandOnlyAtIterationBoundaries)
 	ASSERT_TRUE(late.verified) << late.error;
 	ASSERT_FALSE(late.hint_landings_ms.empty());
 	EXPECT_GE(late.hint_landings_ms.front(), late.setup_ms + qemu.iteration_ms);
-	EXPECT_GE(late.round_log.front().iterations, 2u);
+	// They landed at a boundary, after which the pass went on or (nothing logged left to
+	// send) QEMU's rule stopped the VM there.
+	EXPECT_TRUE(late.round_log.front().iterations >= 2 ||
+		    late.round_log.front().stopped_mid_pass);
 	// What the first iteration sent (50 ms at 256 MiB/s: 3200 pages) went whole.
 	EXPECT_GE(late.round_log.front().pages_sent, 3200u);
 
