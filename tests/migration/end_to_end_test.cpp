@@ -129,7 +129,7 @@ TEST(MigrationEndToEnd, ReportedPagesAreSkipped)
 	MigrationResult scanned = migrate(machine, qemu);
 	ASSERT_TRUE(scanned.verified) << scanned.error;
 	EXPECT_EQ(scanned.pages_skipped_reported, 0u);
-	EXPECT_GT(scanned.round_log.front().zero_pages, ram_pages / 2);
+	EXPECT_GT(scanned.zero_pages, ram_pages / 2); // the VM may stop mid-pass: every round
 }
 
 // compare's 128 MiB guest with reporting (the CLI test's size): a pass that reports every

@@ -334,9 +334,11 @@ TEST(Convergence, QemuStopsTheVmMidPassOnceWhatIsLeftFitsTheDowntimeLimit)
 	workload->prepare();
 	auto machine = m.machine(*workload);
 	MigrationConfig config = config_for(Strategy::kNone, "qemu-7.2");
-	// 48 MiB whole at 128 MiB/s: 375 ms of bulk pass. After the first 100 ms window the
-	// threshold is 128 MiB/s x 300 ms = 38.4 MiB, and about 35 MiB are left.
-	config.link_bytes_per_second = 128.0 * (1 << 20);
+	// 48 MiB whole at 16 MiB/s: 3 s of bulk pass, so the link and not the CPU (even under a
+	// sanitizer) sets the bandwidth. After the first 100 ms window the threshold is
+	// 16 MiB/s x 3 s = 48 MiB, and about 46 MiB are left.
+	config.link_bytes_per_second = 16.0 * (1 << 20);
+	config.downtime_limit_ms = 3000;
 	MigrationResult r = migrate(machine, config);
 	ASSERT_TRUE(r.verified) << r.error;
 	ASSERT_EQ(r.rounds, 2u);
@@ -347,7 +349,7 @@ TEST(Convergence, QemuStopsTheVmMidPassOnceWhatIsLeftFitsTheDowntimeLimit)
 	const uint64_t ram_pages = kRam / 4096;
 	EXPECT_LT(bulk.pages_sent, ram_pages / 2);
 	EXPECT_GE(bulk.pages_sent + r.round_log.back().pages_sent, ram_pages);
-	EXPECT_GT(r.downtime_ms, 150);
+	EXPECT_GT(r.downtime_ms, 2000); // about 46 MiB at 16 MiB/s
 	// A limit the rest never fits: the pass runs to its end, the VM stops after it.
 	config.downtime_limit_ms = 1;
 	config.max_rounds = 2;
@@ -405,7 +407,11 @@ TEST(HostProfiles, Qemu72HintsLandOnlyAtIterationBoundaries)
 	workload->prepare();
 	auto machine = m.machine(*workload);
 	MigrationConfig qemu = config_for(Strategy::kHint, "qemu-7.2");
-	qemu.link_bytes_per_second = 256.0 * (1 << 20); // the bulk pass takes ~190 ms
+	// Iterations of 200 ms at 64 MiB/s (3276 pages each): long enough that the link, not the
+	// CPU (even under a sanitizer), sets what the first one sends, and that it goes past the
+	// booted guest's memory at the bottom of RAM into free pages.
+	qemu.link_bytes_per_second = 64.0 * (1 << 20);
+	qemu.iteration_ms = 200;
 	MigrationResult late = migrate(machine, qemu);
 	ASSERT_TRUE(late.verified) << late.error;
 	ASSERT_FALSE(late.hint_landings_ms.empty());
@@ -414,7 +420,7 @@ TEST(HostProfiles, Qemu72HintsLandOnlyAtIterationBoundaries)
 	// send) QEMU's rule stopped the VM there.
 	EXPECT_TRUE(late.round_log.front().iterations >= 2 ||
 		    late.round_log.front().stopped_mid_pass);
-	// What the first iteration sent (50 ms at 256 MiB/s: 3200 pages) went whole.
+	// What the first iteration sent (200 ms at 64 MiB/s: 3276 pages) went whole.
 	EXPECT_GE(late.round_log.front().pages_sent, 3200u);
 
 	MigrationConfig ideal = config_for(Strategy::kHint, "ideal");
@@ -437,11 +443,13 @@ TEST(HostProfiles, Qemu72ScansReportedPagesAsZeroPages)
 	MigrationResult r = migrate(machine, config_for(Strategy::kReportZeroDetect, "qemu-7.2"));
 	ASSERT_TRUE(r.verified) << r.error;
 	EXPECT_EQ(r.pages_skipped_reported, 0u);
-	EXPECT_GE(r.round_log.front().zero_pages, reported);
+	// Over the whole run: QEMU's rule may stop the VM mid-pass and send the rest in
+	// stop-and-copy.
+	EXPECT_GE(r.zero_pages, reported);
 	// Without zero detection QEMU would send them whole.
 	MigrationResult whole = migrate(machine, config_for(Strategy::kReport, "qemu-7.2"));
 	ASSERT_TRUE(whole.verified) << whole.error;
-	EXPECT_GE(whole.round_log.front().pages_sent, kRam / 4096);
+	EXPECT_GE(whole.pages_sent, kRam / 4096);
 }
 
 TEST(HostProfiles, EachProfileSetsItsMechanisms)
