@@ -198,7 +198,24 @@ bool SimGuest::run_worker_on_cpu(unsigned cpu)
 	return worker_.joinable() && pin_thread_to_cpu(worker_, cpu);
 }
 
-void SimGuest::adjust_pass()
+uint64_t SimGuest::take_config_interrupts()
+{
+	// Marked running before the interrupt is consumed: wait_until_settled() must never see
+	// an interrupt gone from the eventfd that no pass has handled yet.
+	{
+		std::lock_guard lock(state_mutex_);
+		pass_running_ = true;
+	}
+	uint64_t drained;
+	if (read(transport_.config_change_fd(), &drained, sizeof(drained)) < 0) {
+		// Nothing pending (the probe's first pass): the counter below is what counts.
+	}
+	// Read after the drain: the transport counts an interrupt before it signals, so an
+	// interrupt this does not count is still pending on the eventfd and gets a pass of its own.
+	return transport_.counters().config_interrupts.load();
+}
+
+void SimGuest::adjust_pass(std::optional<uint64_t> config_interrupts_taken)
 {
 	uint32_t generation = transport_.config_generation();
 	{
@@ -215,6 +232,8 @@ void SimGuest::adjust_pass()
 	{
 		std::lock_guard lock(state_mutex_);
 		handled_generation_ = generation;
+		if (config_interrupts_taken)
+			handled_config_interrupts_ = *config_interrupts_taken;
 		last_result_ = result;
 		pass_running_ = false;
 	}
@@ -226,7 +245,7 @@ void SimGuest::worker()
 	int stats_fd = os_->call_fd(vb::QueueKind::kStats);
 	{
 		std::shared_lock running(vcpu_);
-		adjust_pass(); // a target set before the driver bound counts too
+		adjust_pass(take_config_interrupts()); // a target set before the driver bound counts too
 	}
 	for (;;) {
 		struct pollfd fds[4] = {{stop_.fd(), POLLIN, 0},
@@ -248,10 +267,9 @@ void SimGuest::worker()
 		}
 		bool config_changed = fds[1].revents & POLLIN;
 		bool retry = fds[2].revents & POLLIN;
+		std::optional<uint64_t> config_interrupts_taken;
 		if (config_changed) {
-			uint64_t drained;
-			if (read(transport_.config_change_fd(), &drained, sizeof(drained)) < 0) {
-			}
+			config_interrupts_taken = take_config_interrupts();
 			// The config-change callback's part of hinting: note it, queue the work item.
 			if (core_->hint_config_changed())
 				hint_work_.signal();
@@ -259,7 +277,7 @@ void SimGuest::worker()
 		if (retry)
 			retry_.drain();
 		if (config_changed || (retry && last_result_ == vb::StepResult::kStalled))
-			adjust_pass();
+			adjust_pass(config_interrupts_taken);
 	}
 }
 
@@ -397,7 +415,9 @@ std::optional<vb::StepResult> SimGuest::wait_until_settled(std::chrono::millisec
 {
 	std::unique_lock lock(state_mutex_);
 	bool done = state_changed_.wait_for(lock, timeout, [this] {
-		return !pass_running_ && handled_generation_ == transport_.config_generation();
+		// A config interrupt without a config change (DEVICE_NEEDS_RESET) wakes a pass too.
+		return !pass_running_ && handled_generation_ == transport_.config_generation() &&
+		       handled_config_interrupts_ == transport_.counters().config_interrupts.load();
 	});
 	if (!done)
 		return std::nullopt;

@@ -158,7 +158,11 @@ public:
 private:
 	uint64_t kernel_alloc(uint64_t bytes, uint64_t align);
 	void worker();
-	void adjust_pass();
+	// Marks a pass running, consumes the pending config interrupts and returns how many the
+	// transport had sent by then.
+	uint64_t take_config_interrupts();
+	// `config_interrupts_taken`: set when a config interrupt started the pass.
+	void adjust_pass(std::optional<uint64_t> config_interrupts_taken);
 	void hint_worker();
 	void report_worker();
 	// Reports what the budget allows; true when unreported blocks remain.
@@ -187,6 +191,7 @@ private:
 	mutable std::mutex state_mutex_;
 	std::condition_variable state_changed_;
 	uint32_t handled_generation_ = 0;
+	uint64_t handled_config_interrupts_ = 0;
 	bool pass_running_ = true; // until the first pass after probe has run
 	vb::StepResult last_result_ = vb::StepResult::kSettled;
 	std::atomic<uint64_t> oom_notifications_{0};

@@ -338,8 +338,10 @@ void Transport::read_config(uint32_t offset, void* dst, uint32_t len) const
 
 void Transport::send_config_interrupt()
 {
-	config_changed_.signal();
+	// Counted before it is signalled: a driver that reads the count after draining the
+	// eventfd has then counted every interrupt it drained (SimGuest::wait_until_settled).
 	counters_.config_interrupts.fetch_add(1);
+	config_changed_.signal();
 }
 
 // ---- Notifications and the device thread ---------------------------------------------------
