@@ -531,8 +531,16 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	auto sync_bitmap = [&](unsigned round) {
 		stop_hint_round();
 		land_hints();
+		// The harvest finds every write the guest owed at the sync's model time: a workload
+		// thread behind the clock (a loaded host, a sanitizer) would otherwise make its
+		// late writes after the sync, and the round would find fewer pages dirty than the
+		// rates give. The senders stand still here, so the clock does too.
+		if (machine.workload)
+			machine.workload->pause();
 		std::fill(harvested.begin(), harvested.end(), 0);
 		log.harvest(harvested.data());
+		if (machine.workload)
+			machine.workload->resume();
 		// Mutant (spec/compare_mutants.tsv): the bulk pass's harvest thrown away.
 		if (!(round == 0 && VB_MUTANT(MIG_FIRST_HARVEST_DROPPED)))
 			to_send.or_words(harvested.data());
