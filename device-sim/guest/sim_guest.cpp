@@ -245,7 +245,8 @@ void SimGuest::worker()
 	int stats_fd = os_->call_fd(vb::QueueKind::kStats);
 	{
 		std::shared_lock running(vcpu_);
-		adjust_pass(take_config_interrupts()); // a target set before the driver bound counts too
+		// A target set before the driver bound counts too.
+		adjust_pass(take_config_interrupts());
 	}
 	for (;;) {
 		struct pollfd fds[4] = {{stop_.fd(), POLLIN, 0},

@@ -501,15 +501,16 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	// the threshold 0 until the first window closes. Below it ram_save_pending syncs the
 	// bitmap and looks again; still below, the VM stops, mid-pass if need be: what the bulk
 	// pass had not reached goes in stop-and-copy.
-	const bool qemu_convergence = config.convergence == ConvergenceRule::kQemuPendingOverBandwidth;
+	const bool qemu_convergence =
+		config.convergence == ConvergenceRule::kQemuPendingOverBandwidth;
 	double window_start_ms = elapsed_ms;
 	uint64_t window_start_bytes = 0;
 	double threshold_bytes = 0;
 	auto update_threshold = [&](double now_ms, uint64_t bytes_now) {
 		if (now_ms - window_start_ms < kBandwidthWindowMs)
 			return;
-		threshold_bytes = double(bytes_now - window_start_bytes) / (now_ms - window_start_ms) *
-				  config.downtime_limit_ms;
+		threshold_bytes = double(bytes_now - window_start_bytes) /
+				  (now_ms - window_start_ms) * config.downtime_limit_ms;
 		window_start_ms = now_ms;
 		window_start_bytes = bytes_now;
 	};
@@ -574,7 +575,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			const uint64_t start = thread_cpu_ns();
 			land_hints();
 			if (qemu_convergence) {
-				update_threshold(elapsed_ms + in_round_ms(), result.bytes_sent + counters.bytes.load());
+				update_threshold(elapsed_ms + in_round_ms(),
+						 result.bytes_sent + counters.bytes.load());
 				if (below_threshold(pending_logged())) {
 					sync_bitmap(round);
 					converged_mid_pass = below_threshold(pending_logged());
@@ -672,7 +674,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 				per_page_ms = std::max(per_page_ms, ns_to_ms(counters.send_ns.load()) / double(p.pages_sent));
 			expected_downtime_ms = double(pending) * per_page_ms;
 		}
-		result.converged = converged_mid_pass || expected_downtime_ms <= config.downtime_limit_ms;
+		result.converged =
+			converged_mid_pass || expected_downtime_ms <= config.downtime_limit_ms;
 		if (result.converged || round + 1 >= config.max_rounds) {
 			// Stop-and-copy: the VM stops (its threads stand still, wall clock: waiting
 			// on them is what stopping costs), the last harvest takes both bitmaps.
