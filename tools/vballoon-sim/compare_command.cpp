@@ -268,12 +268,11 @@ void add_compare_command(CLI::App& app, int* exit_status)
 	auto args = std::make_shared<CompareArguments>();
 	CLI::App* cmd = app.add_subcommand(
 		"compare",
-		"Live-migrate a simulated guest with every strategy its host can run side by side "
-		"and print "
-		"what each cost, per workload, then hint+zero-detect against zero-detect "
-		"(time, host CPU, bytes over --repeat runs) and where hints pay: that time "
-		"ratio at 1, 10, 25, 100 Gbit/s and unlimited (each run's measured bytes and "
-		"CPU per round, paced again at each link).");
+		"Live-migrate a simulated guest with every strategy its host can run side "
+		"by side and print what each cost, per workload, then hint+zero-detect "
+		"against zero-detect (time, host CPU, bytes over --repeat runs) and where "
+		"hints pay: that time ratio at 1, 10, 25, 100 Gbit/s and unlimited (each "
+		"run's measured bytes and CPU per round, paced again at each link).");
 	cmd->add_option("--ram-mib", args->ram_mib, "Guest RAM in MiB")
 		->check(CLI::Range(64u, 65536u))
 		->capture_default_str();
@@ -288,10 +287,9 @@ void add_compare_command(CLI::App& app, int* exit_status)
 	cmd->add_option("--strategy", args->strategies,
 			"Strategies to run, comma-separated, or all: " +
 				fmt::format("{}", fmt::join(strategy_names(), ", ")) +
-				". Default: those the host can run (qemu-7.2 checks every page for "
-				"zero, so "
-				"zero-detect, hint+zero-detect, report+zero-detect; qemu-9 and "
-				"ideal: all)")
+				". Default: those the host can run (qemu-7.2 checks every "
+				"page for zero, so zero-detect, hint+zero-detect, "
+				"report+zero-detect; qemu-9 and ideal: all)")
 		->delimiter(',')
 		->check(CLI::IsMember(strategy_choices));
 	std::string hosts_help = "Host profile, what the migrating host is:";
@@ -329,11 +327,10 @@ void add_compare_command(CLI::App& app, int* exit_status)
 		      "memory from the top of RAM, so its untouched memory lies where the bulk pass "
 		      "starts. Default: Linux 6.1's order (Debian 12), from the bottom up");
 	cmd->add_option("--repeat", args->repeat,
-			"Runs per workload of each strategy (the table shows each strategy's "
-			"median run; "
-			"the summary pairs zero-detect's and hint+zero-detect's runs one by one: "
-			"median and "
-			"min-max). Runs of one device share one prepared guest")
+			"Runs per workload of each strategy (the table shows each "
+			"strategy's median run; the summary pairs zero-detect's and "
+			"hint+zero-detect's runs one by one: median and min-max). Runs of "
+			"one device share one prepared guest")
 		->check(CLI::Range(1u, 50u))
 		->capture_default_str();
 	cmd->add_option("--json", args->json_path, "Write the results as JSON to FILE");
