@@ -206,10 +206,12 @@ uint64_t SimGuest::take_config_interrupts()
 		std::lock_guard lock(state_mutex_);
 		pass_running_ = true;
 	}
-	uint64_t drained;
-	if (read(transport_.config_change_fd(), &drained, sizeof(drained)) < 0) {
-		// Nothing pending (the probe's first pass): the counter below is what counts.
-	}
+	uint64_t drained = 0;
+	if (read(transport_.config_change_fd(), &drained, sizeof(drained)) < 0)
+		drained = 0; // nothing pending (the probe's first pass)
+	// The config-change callback's part of hinting: note it, queue the work item.
+	if (drained != 0 && core_->hint_config_changed())
+		hint_work_.signal();
 	// Read after the drain: the transport counts an interrupt before it signals, so an
 	// interrupt this does not count is still pending on the eventfd and gets a pass of its own.
 	return transport_.counters().config_interrupts.load();
@@ -269,12 +271,8 @@ void SimGuest::worker()
 		bool config_changed = fds[1].revents & POLLIN;
 		bool retry = fds[2].revents & POLLIN;
 		std::optional<uint64_t> config_interrupts_taken;
-		if (config_changed) {
+		if (config_changed)
 			config_interrupts_taken = take_config_interrupts();
-			// The config-change callback's part of hinting: note it, queue the work item.
-			if (core_->hint_config_changed())
-				hint_work_.signal();
-		}
 		if (retry)
 			retry_.drain();
 		if (config_changed || (retry && last_result_ == vb::StepResult::kStalled))

@@ -158,8 +158,9 @@ public:
 private:
 	uint64_t kernel_alloc(uint64_t bytes, uint64_t align);
 	void worker();
-	// Marks a pass running, consumes the pending config interrupts and returns how many the
-	// transport had sent by then.
+	// Marks a pass running, consumes the pending config interrupts (queueing the hint work
+	// item if the hint command id changed) and returns how many the transport had sent by
+	// then.
 	uint64_t take_config_interrupts();
 	// `config_interrupts_taken`: set when a config interrupt started the pass.
 	void adjust_pass(std::optional<uint64_t> config_interrupts_taken);
