@@ -13,8 +13,8 @@
 # ignoring the log, the final harvest reading one bitmap) lose only the writes between the
 # last bitmap sync and the VM stop, which a run does not always have: since a sync waits for
 # the workload to catch up with the model clock that window is the sync's and the VM stop's
-# own model time, and 2-6 runs of 6 caught each; 18 runs make a miss unlikely (6 and 10 of
-# 18 caught here, about 30 s for the two).
+# own model time, and 2-6 runs of 6 caught each; 18 runs make a miss unlikely (6-10 of 18
+# caught here, about 30 s for the two).
 #   ci/compare_mutants.sh [run_compare_mutants.py options]   e.g. --only MIG_FIRST_HARVEST_DROPPED
 set -eu
 cd "$(dirname "$0")/.."
