@@ -206,11 +206,8 @@ uint64_t SimGuest::take_config_interrupts()
 		std::lock_guard lock(state_mutex_);
 		pass_running_ = true;
 	}
-	uint64_t drained = 0;
-	if (read(transport_.config_change_fd(), &drained, sizeof(drained)) < 0)
-		drained = 0; // nothing pending (the probe's first pass)
 	// The config-change callback's part of hinting: note it, queue the work item.
-	if (drained != 0 && core_->hint_config_changed())
+	if (transport_.take_config_changes() != 0 && core_->hint_config_changed())
 		hint_work_.signal();
 	// Read after the drain: the transport counts an interrupt before it signals, so an
 	// interrupt this does not count is still pending on the eventfd and gets a pass of its own.

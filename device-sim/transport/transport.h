@@ -109,6 +109,8 @@ public:
 	int config_change_fd() const { return config_changed_.fd(); }
 	uint64_t wait_for_interrupt(unsigned index, std::chrono::milliseconds timeout);
 	uint64_t wait_for_config_change(std::chrono::milliseconds timeout);
+	// Consumes the config interrupts pending now, without waiting; returns how many.
+	uint64_t take_config_changes() { return config_changed_.drain(); }
 
 	// The device is gone (surprise removal, fault_plan.h): it serves nothing any more, and
 	// a driver sees it here (as a guest sees a vanished PCI device read all ones).
