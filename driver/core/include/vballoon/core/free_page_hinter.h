@@ -370,13 +370,15 @@ template <BalloonOs Os> uint64_t FreePageHinter<Os>::hint_give_back(uint64_t max
 			// Counted when hinted, before it reached the list: never more given back
 			// than held, whichever thread (worker or shrinker) takes it.
 			VB_INVARIANT(hint_held_pages_.get() >= run.count);
-			hint_held_pages_.sub(run.count);
 			os_.free_page_run(run);
 			freed += run.count;
 			if (after_done)
 				counters_.hint_pages_returned.add(run.count * wire_pages_per_page_);
 			else
 				counters_.hint_pages_released_early.add(run.count * wire_pages_per_page_);
+			// Held until it is back and counted: whoever sees nothing held sees every
+			// block freed and in the counters.
+			hint_held_pages_.sub(run.count);
 		}
 	}
 	return freed;
