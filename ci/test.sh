@@ -24,7 +24,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==== %s\n' "$*"; }
+# Each step says when it starts, in seconds since the run began, so that a slow CI run shows
+# which step took the time.
+started=$(date +%s)
+step() { printf '\n==== [%ss] %s\n' "$(($(date +%s) - started))" "$*"; }
 
 step "install dependencies"
 ci/install-deps.sh
@@ -65,13 +68,13 @@ kdir612=$(ci/kernel-matrix.sh)
 
 step "QEMU guest suite (6.1)"
 # Debian's interpreter, which has python3-pytest, whatever else is first on PATH.
-/usr/bin/python3 -m pytest tests/guest -v
+/usr/bin/python3 -m pytest tests/guest -v --durations=15
 
 # About 6-16 min on 2 cores (qemu/README.md), once: the binary is cached by patch hash.
 step "patched QEMU 7.2 (qemu/patches): build"
 qemu/build-patched-qemu.sh >/dev/null
 step "QEMU guest suite (6.1) against the patched QEMU: chunks"
-/usr/bin/python3 -m pytest tests/guest -v -m patched_qemu
+/usr/bin/python3 -m pytest tests/guest -v --durations=5 -m patched_qemu
 
 # On 6.12: the machine itself (live code patching under our TCG), binding, every device
 # option combination, inflate/deflate, stats, deflate-on-OOM, compaction, unloading while
@@ -89,8 +92,9 @@ or test_hinted_blocks_come_back_under_memory_pressure \
 or test_modprobe_binds_the_installed_module_and_the_balloon_works"
 step "QEMU guest suite (6.12: $(basename "$kdir612"))"
 VBALLOON_KDIR=$kdir612 VBALLOON_KO="$PWD/build-kmod/6.12/vballoon.ko" \
-	/usr/bin/python3 -m pytest tests/guest -v -k "$KERNEL_MATRIX_TESTS"
+	/usr/bin/python3 -m pytest tests/guest -v --durations=15 -k "$KERNEL_MATRIX_TESTS"
 
 step "kernel module packaged with DKMS (clean clone; add, build, install, remove): 6.1, 6.12"
 ci/dkms-build.sh
 VB_DKMS_KDIR=$kdir612 ci/dkms-build.sh
+step "done"
