@@ -16,7 +16,7 @@ seconds=${1:-60}
 dir=build-fuzz
 targets="fuzz_device_queue fuzz_core_lying_device"
 
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVB_LINE_TABLES_ONLY=ON \
 	-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	-DVB_FUZZ=ON -DVB_BUILD_BENCH=OFF >/dev/null
 # shellcheck disable=SC2086 # the target list is meant to split
