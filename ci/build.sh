@@ -1,21 +1,35 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# Configure and build one userspace configuration: `plain` (build/) or `sanitize`
-# (build-sanitize/, AddressSanitizer + UndefinedBehaviorSanitizer) or `tsan` (build-tsan/,
-# ThreadSanitizer: the simulator's device thread, guest worker and eventfds). Debug
-# information is line tables only (VB_LINE_TABLES_ONLY): sanitizer reports keep their file
-# and line, and the three builds take about a third less time on CI's two cores.
+# Configure and build one userspace configuration, all of it or the targets named after it:
+#   plain     build/: what users run (ci/demo.sh)
+#   mutants   build-mutants/: the same with every deliberate breakage of spec/mutants.tsv and
+#             spec/compare_mutants.tsv compiled in, each off until the VB_MUTANT environment
+#             variable names it (ci/mutants.sh, ci/compare_mutants.sh); CI runs the plain
+#             tests on it too, with no mutant on, rather than build everything twice
+#   sanitize  build-sanitize/: AddressSanitizer + UndefinedBehaviorSanitizer
+#   tsan      build-tsan/: ThreadSanitizer (the simulator's device thread, guest worker,
+#             eventfds)
+# Debug information is line tables only (VB_LINE_TABLES_ONLY): sanitizer reports keep their
+# file and line, and the builds take about a third less time on CI's two cores.
+#   ci/build.sh [plain|mutants|sanitize|tsan] [target ...]
 set -eu
 cd "$(dirname "$0")/.."
 
 config=${1:-plain}
+[ $# -gt 0 ] && shift
 case "$config" in
 plain) dir=build; extra="" ;;
+mutants) dir=build-mutants; extra="-DVB_MUTANTS=ON" ;;
 sanitize) dir=build-sanitize; extra="-DVB_SANITIZE=ON -DVB_BUILD_BENCH=OFF" ;;
 tsan) dir=build-tsan; extra="-DVB_TSAN=ON -DVB_BUILD_BENCH=OFF" ;;
-*) echo "usage: $0 [plain|sanitize|tsan]" >&2; exit 2 ;;
+*) echo "usage: $0 [plain|mutants|sanitize|tsan] [target ...]" >&2; exit 2 ;;
 esac
 
+# shellcheck disable=SC2086 # the extra options are meant to split
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVB_LINE_TABLES_ONLY=ON $extra >/dev/null
-cmake --build "$dir" -j "$(nproc)"
+if [ $# -gt 0 ]; then
+	cmake --build "$dir" -j "$(nproc)" --target "$@"
+else
+	cmake --build "$dir" -j "$(nproc)"
+fi

@@ -20,8 +20,6 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-cmake -S . -B build-mutants -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVB_LINE_TABLES_ONLY=ON -DVB_MUTANTS=ON \
-	-DVB_BUILD_BENCH=OFF >/dev/null
-cmake --build build-mutants -j "$(nproc)" --target vballoon-sim migration_tests
+ci/build.sh mutants vballoon-sim migration_tests
 /usr/bin/python3 spec/run_compare_mutants.py --build build-mutants --tries 3 "$@" -- \
 	--ram-mib 256 --workload busy --link-gbit 1 --repeat 1 --strategy all

@@ -10,10 +10,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-cmake -S . -B build-mutants -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVB_LINE_TABLES_ONLY=ON -DVB_MUTANTS=ON \
-	-DVB_BUILD_BENCH=OFF >/dev/null
-cmake --build build-mutants -j "$(nproc)" --target core_tests device_sim_unit_tests \
-	device_sim_tests system_tests migration_tests
+ci/build.sh mutants core_tests device_sim_unit_tests device_sim_tests system_tests \
+	migration_tests
 /usr/bin/python3 spec/check_requirements.py --no-test-check --mutants spec/mutants.tsv \
 	--compare-mutants spec/compare_mutants.tsv \
 	spec/requirements.md >/dev/null

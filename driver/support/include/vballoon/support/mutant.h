@@ -7,8 +7,9 @@
 //
 // In every normal build (userspace, sanitizers, the kernel module, the freestanding check)
 // the macro is the constant `false`: the branch folds away and the object refers to nothing.
-// Only the build configured with -DVB_MUTANTS=ON (build-mutants/, tests only) asks the test
-// harness, which reads the VB_MUTANT environment variable (tests/mutants/mutant_switch.cpp).
+// Only the build configured with -DVB_MUTANTS=ON (build-mutants/, userspace only; CI runs its
+// plain tests there with no mutant on) asks the test harness, which reads the VB_MUTANT
+// environment variable (tests/mutants/mutant_switch.cpp).
 #ifndef VBALLOON_SUPPORT_MUTANT_H
 #define VBALLOON_SUPPORT_MUTANT_H
 
