@@ -95,6 +95,12 @@ struct WorkloadConfig {
 	// zero pages and no hint covers it. 0 here; workload_for_ram() gives
 	// kBootedTestGuestZeroBytes.
 	uint64_t booted_guest_zero_bytes = 0;
+	// busy: between steps of its work the guest's vCPU stays runnable on a host CPU, as a
+	// vCPU does while its guest computes (a compile; or any guest under TCG, whose
+	// emulated writes keep its thread on a CPU), instead of sleeping as a halted vCPU
+	// does. It matters on a host whose idle CPUs halt: there, while the guest runs, the
+	// hand-offs between the migration thread and the stream's reader find a CPU awake.
+	bool vcpu_stays_on_cpu = false;
 };
 
 // Measured on the calibration guest (docs/migration-model.md, "Calibration"): real QEMU's

@@ -646,11 +646,17 @@ TEST(Workload, TheBootedGuestsZeroMemoryIsHeld)
 }
 
 // An earlier busy never freed during a migration, wrote each page once and dirtied in real
-// time before the model clock started; this pins the opposite.
-TEST(Workload, BusyWarmsUpThenFreesAndRewritesWhileMigratingAndStandsStillBefore)
+// time before the model clock started; this pins the opposite, with the guest's vCPU halting
+// between steps and staying on a host CPU.
+class BusyWorkload : public ::testing::TestWithParam<bool>
+{
+};
+
+TEST_P(BusyWorkload, WarmsUpThenFreesAndRewritesWhileMigratingAndStandsStillBefore)
 {
 	testing::SmallMachine m(kRam);
 	WorkloadConfig config = small_workload(WorkloadKind::kBusy);
+	config.vcpu_stays_on_cpu = GetParam();
 	auto workload = make_workload(config, *m.user_memory);
 	workload->prepare();
 	const WorkloadStats prepared = workload->stats();
@@ -671,6 +677,19 @@ TEST(Workload, BusyWarmsUpThenFreesAndRewritesWhileMigratingAndStandsStillBefore
 	EXPECT_GT(after.pages_freed, warmed.pages_freed);
 	// The hot set (1 MiB = 256 pages at 32 MiB/s) was rewritten many times over.
 	EXPECT_GT(after.pages_written - warmed.pages_written, 4 * 256u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workload, BusyWorkload, ::testing::Bool(),
+			 [](const ::testing::TestParamInfo<bool>& info) {
+				 return info.param ? "VcpuStaysOnCpu" : "VcpuHalts";
+			 });
+
+// compare's busy guest keeps its vCPU on a host CPU; its other guests are idle.
+TEST(Workload, OnlyTheBusyGuestKeepsItsVcpuOnACpu)
+{
+	EXPECT_TRUE(workload_for_ram(WorkloadKind::kBusy, kRam).vcpu_stays_on_cpu);
+	EXPECT_FALSE(workload_for_ram(WorkloadKind::kFresh, kRam).vcpu_stays_on_cpu);
+	EXPECT_FALSE(workload_for_ram(WorkloadKind::kFreed, kRam).vcpu_stays_on_cpu);
 }
 
 TEST(Workload, AShuffledFreeListSpreadsTheWorkingSetOverRam)
