@@ -158,7 +158,7 @@ public:
 	{
 		std::unique_lock lock(mutex_);
 		pause_requested_++;
-		wanted_.store(true, std::memory_order_release);
+		publish_wanted_locked();
 		changed_.notify_all();
 		changed_.wait(lock, [this] { return !thread_.joinable() || stopped_ || paused_; });
 	}
@@ -168,7 +168,7 @@ public:
 		std::lock_guard lock(mutex_);
 		if (pause_requested_ > 0)
 			pause_requested_--;
-		wanted_.store(pause_requested_ > 0 || stop_requested_, std::memory_order_release);
+		publish_wanted_locked();
 		changed_.notify_all();
 	}
 
@@ -177,7 +177,7 @@ public:
 		{
 			std::lock_guard lock(mutex_);
 			stop_requested_ = true;
-			wanted_.store(true, std::memory_order_release);
+			publish_wanted_locked();
 			changed_.notify_all();
 		}
 		if (thread_.joinable())
@@ -332,6 +332,12 @@ private:
 		changed_.notify_all();
 	}
 
+	// wanted_ mirrors the requests, which are under mutex_, for stay_on_cpu()'s lock-free look.
+	void publish_wanted_locked()
+	{
+		wanted_.store(pause_requested_ > 0 || stop_requested_, std::memory_order_release);
+	}
+
 	// A running vCPU between two steps of the guest's work: runnable (yielding to whatever
 	// else wants this CPU) rather than asleep, until the time is up or someone wants the
 	// workload to pause or stop.
@@ -359,7 +365,8 @@ private:
 	double clock_offset_ms_ = 0;
 	double workload_ms_ = 0;
 	unsigned pause_requested_ = 0;
-	// Set with a pause or stop request, so that a vCPU staying on its CPU sees it at once.
+	// A pause or stop is requested (publish_wanted_locked()): a vCPU staying on its CPU sees
+	// it at once.
 	std::atomic<bool> wanted_{false};
 	bool paused_ = false;
 	bool stop_requested_ = false;
@@ -397,8 +404,8 @@ WorkloadConfig workload_for_ram(WorkloadKind kind, uint64_t ram_bytes)
 	WorkloadConfig config;
 	config.kind = kind;
 	// A compile keeps its vCPUs on the host's CPUs, as the calibration guest's vCPU thread
-	// is kept on one by its emulated writes (docs/migration-model.md, "A busy guest's vCPU
-	// stays on a host CPU").
+	// is kept on one by its emulated writes (docs/migration-model.md, "Workloads", and the
+	// calibration "the busy guest's vCPU on a host CPU").
 	config.vcpu_stays_on_cpu = kind == WorkloadKind::kBusy;
 	vbw_params& p = config.params;
 	auto clamp = [](uint64_t& bytes, uint64_t most) { bytes = std::min(bytes, most / kPage * kPage); };
