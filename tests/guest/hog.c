@@ -5,6 +5,7 @@
  *   hog MIB [nohuge]
  *   hog keep MIB
  *   hog holes MIB
+ *   hog rcu-settle
  *
  * hog MIB: maps MIB MiB of private anonymous memory, writes one non-zero word into every
  * 4 KiB page (enough to make the kernel back each page with its own frame), prints how far it
@@ -25,13 +26,20 @@
  * page allocations (a balloon's) fill; once it exits, those pages sit in blocks that are half
  * free: what compaction needs to have something to move and somewhere to move it.  Run it in
  * the background with stdout in a file.
+ *
+ * hog rcu-settle: waits for two RCU grace periods (membarrier(MEMBARRIER_CMD_GLOBAL) runs
+ * synchronize_rcu()), so that what the kernel frees after a grace period (the task_struct
+ * of a process that just exited, among others) is freed before the caller reads
+ * /proc/meminfo; prints "settled".
  */
+#include <linux/membarrier.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,17 +194,32 @@ static int parse_mib(const char *s, unsigned long *mib)
 	return 1;
 }
 
+static int rcu_settle(void)
+{
+	/* The second grace period starts after the first one's callbacks were queued to run. */
+	for (int i = 0; i < 2; i++) {
+		if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0) {
+			perror("hog: membarrier");
+			return 1;
+		}
+	}
+	printf("settled\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long mib;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 2 && strcmp(argv[1], "rcu-settle") == 0)
+		return rcu_settle();
 	if (argc == 3 && strcmp(argv[1], "keep") == 0)
 		return parse_mib(argv[2], &mib) ? keep(mib) : 2;
 	if (argc == 3 && strcmp(argv[1], "holes") == 0)
 		return parse_mib(argv[2], &mib) ? holes(mib) : 2;
 	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "nohuge") != 0)) {
-		fprintf(stderr, "usage: hog MIB [nohuge] | hog keep MIB | hog holes MIB\n");
+		fprintf(stderr, "usage: hog MIB [nohuge] | hog keep MIB | hog holes MIB | hog rcu-settle\n");
 		return 2;
 	}
 	if (!parse_mib(argv[1], &mib))
