@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The libFuzzer targets of tests/fuzz/: builds them (build-fuzz/, clang, ASan + UBSan),
-# replays every regression input, then runs each target for SECONDS (default 60), one
-# process at a time, from its seed corpus plus what earlier runs kept. Fails on the first
-# crash, hang (-timeout) or leak; the input that did it is left in build-fuzz/fuzz-artifacts/.
+# replays every regression input, then runs each target for SECONDS (default 60), the targets
+# side by side (each is one single-threaded process: on 2 cores both run at full speed), from
+# its seed corpus plus what earlier runs kept. Fails on the first crash, hang (-timeout) or
+# leak; the input that did it is left in build-fuzz/fuzz-artifacts/.
 #
 #   ci/fuzz.sh [SECONDS]
 #
@@ -39,16 +40,25 @@ for target in $targets; do
 			failed=1
 		fi
 	done
+done
 
-	# Then the timed run. The working corpus lives in the build tree and grows from run to
-	# run; the committed seeds are read alongside it and never written.
+# Then the timed runs, one process per target at once. The working corpus lives in the build
+# tree and grows from run to run; the committed seeds are read alongside it and never written.
+pids=""
+for target in $targets; do
 	corpus="$dir/fuzz-corpus/$target"
 	mkdir -p "$corpus"
-	log="$artifacts/$target.log"
 	echo "fuzz: $target for ${seconds}s"
-	if "$bin/$target" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
+	"$bin/$target" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
 		-max_len=4096 -print_final_stats=1 -artifact_prefix="$artifacts/$target-" \
-		"$corpus" "tests/fuzz/corpus/$target" >"$log" 2>&1; then
+		"$corpus" "tests/fuzz/corpus/$target" >"$artifacts/$target.log" 2>&1 &
+	pids="$pids $!"
+done
+# shellcheck disable=SC2086 # one pid per target, in the targets' order
+set -- $pids
+for target in $targets; do
+	log="$artifacts/$target.log"
+	if wait "$1"; then
 		grep -E "DONE|stat::number_of_executed_units|stat::average_exec_per_sec" "$log" |
 			sed "s/^/fuzz: $target: /"
 	else
@@ -56,5 +66,6 @@ for target in $targets; do
 		grep -E "FUZZ_CHECK|^  [^ ]|ERROR|SUMMARY|Test unit written" "$log" | head -8 >&2
 		failed=1
 	fi
+	shift
 done
 exit $failed
