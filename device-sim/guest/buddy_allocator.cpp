@@ -192,6 +192,29 @@ bool BuddyAllocator::put_back_isolated(uint64_t first_pfn, unsigned order, bool 
 	return true;
 }
 
+void BuddyAllocator::rotate_unreported_to_front(unsigned order)
+{
+	if (order > kMaxOrder)
+		return;
+	std::lock_guard lock(mutex_);
+	const uint32_t head = free_heads_[order];
+	uint32_t first_unreported = head;
+	while (first_unreported != kNone && frames_[first_unreported].reported)
+		first_unreported = frames_[first_unreported].next;
+	if (first_unreported == kNone || first_unreported == head)
+		return;
+	uint32_t tail = first_unreported;
+	while (frames_[tail].next != kNone)
+		tail = frames_[tail].next;
+	// head .. before | first_unreported .. tail  becomes  first_unreported .. tail | head .. before
+	const uint32_t before = frames_[first_unreported].prev;
+	frames_[before].next = kNone;
+	frames_[first_unreported].prev = kNone;
+	frames_[tail].next = head;
+	frames_[head].prev = tail;
+	free_heads_[order] = first_unreported;
+}
+
 uint64_t BuddyAllocator::reported_pages() const
 {
 	std::lock_guard lock(mutex_);

@@ -62,9 +62,14 @@ public:
 	// off the free lists (a larger block is never split for it) and writes their first
 	// PFNs. They are isolated (counted used) until put_back_isolated(). Returns the count.
 	size_t isolate_unreported(unsigned order, uint64_t* first_pfns, size_t max_blocks);
-	// Returns an isolated block to the free lists, marked reported when `reported` and it
-	// did not merge with a free buddy (as Linux does). Never notifies.
+	// Returns an isolated block to the head of its free list, marked reported when
+	// `reported` and it did not merge with a free buddy (as Linux does). Never notifies.
 	bool put_back_isolated(uint64_t first_pfn, unsigned order, bool reported);
+	// Makes the first block of the `order` list not marked reported the list's head, the
+	// reported blocks before it moving to the tail in their order (Linux's
+	// list_rotate_to_front() in page_reporting_cycle(), before each report and at the end
+	// of a pass): allocations then take unreported memory before reported memory.
+	void rotate_unreported_to_front(unsigned order);
 	// Free pages marked reported; whether the free block holding `pfn` is marked.
 	uint64_t reported_pages() const;
 	uint64_t isolated_pages() const; // taken by isolate_unreported(), not put back yet

@@ -362,6 +362,8 @@ bool SimGuest::report_pass()
 			size_t count = allocator_->isolate_unreported(order, pfns, kBatch);
 			if (!count)
 				break;
+			// As Linux before it reports a batch: the blocks behind it come first.
+			allocator_->rotate_unreported_to_front(order);
 			vb::PageRun runs[kBatch];
 			for (size_t i = 0; i < count; i++)
 				runs[i] = {pfns[i], 1ull << order};
@@ -373,13 +375,18 @@ bool SimGuest::report_pass()
 				device_initialised = true;
 			for (size_t i = 0; acked && device_initialised && i < count; i++)
 				os_->mark_host_zeroed(runs[i]);
-			for (size_t i = 0; i < count; i++) {
+			// Last taken first, each to the head: the batch keeps its order there, as
+			// Linux's drain of a scatterlist it filled from the end does.
+			for (size_t i = count; i-- > 0;) {
 				if (!allocator_->put_back_isolated(pfns[i], order, acked))
 					throw std::logic_error("an isolated block could not go back");
 			}
 			if (!acked)
 				return false; // the device is gone or broken: no more passes
 		}
+		// Linux's pass ends rotating the first block it did not report to the head, so
+		// that allocations until the next pass take unreported memory first.
+		allocator_->rotate_unreported_to_front(order);
 		if (allocator_->unreported_free_blocks(order) > 0)
 			more = true;
 	}

@@ -73,6 +73,53 @@ TEST(BuddyAllocator, APre510GuestsOrderHandsOutTheTopFirst)
 	EXPECT_EQ(allocator.check_consistency(), "");
 }
 
+TEST(BuddyAllocator, ReportedBlocksGoBehindTheUnreportedOnesAsLinuxRotatesItsFreeList)
+{
+	// One batch of a reporting pass over 16 blocks in address order: the four lowest taken,
+	// the list rotated to the first block not reported, the batch put back last first.
+	BuddyAllocator allocator(0, 16 * 1024);
+	uint64_t taken[4];
+	ASSERT_EQ(allocator.isolate_unreported(10, taken, 4), 4u);
+	EXPECT_EQ(std::vector<uint64_t>(taken, taken + 4),
+		  (std::vector<uint64_t>{0, 1024, 2048, 3072}));
+	allocator.rotate_unreported_to_front(10);
+	for (size_t i = 4; i-- > 0;)
+		ASSERT_TRUE(allocator.put_back_isolated(taken[i], 10, true));
+	EXPECT_EQ(allocator.reported_pages(), 4u * 1024);
+	allocator.rotate_unreported_to_front(10); // the pass ends
+	EXPECT_EQ(allocator.check_consistency(), "");
+
+	// Unreported memory first, from the bottom up; then the reported blocks, in their order.
+	std::vector<uint64_t> order;
+	for (int i = 0; i < 16; i++) {
+		auto block = allocator.allocate(10);
+		ASSERT_TRUE(block);
+		order.push_back(*block / 1024);
+	}
+	EXPECT_EQ(order,
+		  (std::vector<uint64_t>{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3}));
+	EXPECT_EQ(allocator.reported_pages(), 0u);
+	EXPECT_EQ(allocator.check_consistency(), "");
+}
+
+TEST(BuddyAllocator, RotatingAListWithNothingUnreportedOrAnUnreportedHeadChangesNothing)
+{
+	BuddyAllocator allocator(0, 4 * 1024);
+	allocator.rotate_unreported_to_front(10); // nothing reported: the head stays
+	uint64_t taken[4];
+	ASSERT_EQ(allocator.isolate_unreported(10, taken, 4), 4u);
+	for (size_t i = 4; i-- > 0;)
+		ASSERT_TRUE(allocator.put_back_isolated(taken[i], 10, true));
+	allocator.rotate_unreported_to_front(10); // everything reported: the order stays
+	allocator.rotate_unreported_to_front(BuddyAllocator::kMaxOrder + 1); // no such list
+	EXPECT_EQ(allocator.check_consistency(), "");
+	for (uint64_t expected = 0; expected < 4; expected++) {
+		auto block = allocator.allocate(10);
+		ASSERT_TRUE(block);
+		EXPECT_EQ(*block, expected * 1024);
+	}
+}
+
 TEST(BuddyAllocator, RefusesDoubleFreesAndFreesOfBalloonPages)
 {
 	BuddyAllocator allocator(0, 64);

@@ -6,6 +6,7 @@
 // read back as zero or poison.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "../sim/support/free_page_recorder.h"
@@ -486,6 +487,36 @@ TEST(FreePageReportSystem, CloudHypervisorAndFirecrackerReportToo)
 		ASSERT_TRUE(m.all_free_reported()) << profile.name;
 		EXPECT_EQ(m.managed_resident(), 0u) << profile.name;
 	}
+}
+
+TEST(FreePageReportSystem, AProgramStartedAfterAReportPassGetsTheBottomOfRAMAsOnLinux)
+{
+	// Linux's pass puts each reported batch back where it was in its list and the blocks it
+	// has not reported yet in front: a booted guest's memory still comes from the bottom of
+	// RAM up after its first pass (the simulated guest once put every block back reversed,
+	// so a program started after reporting got the top of RAM, and a migration's bulk pass
+	// reached its data only after the untouched memory).
+	Machine machine(reporting_machine());
+	machine.boot();
+	auto& allocator = machine.guest.allocator();
+	ASSERT_TRUE(machine.guest.wait_for(
+		[&] {
+			return allocator.isolated_pages() == 0 &&
+			       allocator.reported_pages() == allocator.counts().free;
+		},
+		kSettleTimeout));
+	const uint64_t quarter = machine.guest_pages() / 4;
+	vbsim::UserMemory user = machine.guest.allocate_user_memory(quarter, 0x5a);
+	ASSERT_FALSE(user.oom_killed);
+	ASSERT_EQ(user.pages, quarter);
+	uint64_t highest = 0;
+	for (const vb::PageRun& run : user.runs)
+		highest = std::max(highest, run.first_pfn + run.count - allocator.first_pfn());
+	EXPECT_LT(highest, machine.guest_pages() / 2)
+		<< "a quarter of RAM allocated after the pass reaches " << highest << " of "
+		<< machine.guest_pages() << " pages";
+	machine.guest.free_user_memory(user);
+	machine.guest.remove();
 }
 
 TEST(FreePageReportSystem, ADeviceThatVanishesMidReportLosesNoPageAndMarksNothing)
