@@ -219,7 +219,8 @@ int main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "holes") == 0)
 		return parse_mib(argv[2], &mib) ? holes(mib) : 2;
 	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "nohuge") != 0)) {
-		fprintf(stderr, "usage: hog MIB [nohuge] | hog keep MIB | hog holes MIB | hog rcu-settle\n");
+		fprintf(stderr, "usage: hog MIB [nohuge] | hog keep MIB | hog holes MIB |"
+				" hog rcu-settle\n");
 		return 2;
 	}
 	if (!parse_mib(argv[1], &mib))
