@@ -161,6 +161,7 @@ std::string SimGuest::probe()
 	if (negotiated_features_ & VB_FEATURE(VB_F_PAGE_REPORTING)) {
 		// Reports begin only after DRIVER_OK (the spec lets the driver report from then on).
 		allocator_->set_report_notifier(options_.report_order, [this] { request_report(); });
+		reporting_held_.store(options_.hold_reporting, std::memory_order_release);
 		report_worker_ = std::thread([this] { report_worker(); });
 		request_report(); // memory free at boot is reportable too
 	}
@@ -318,6 +319,14 @@ void SimGuest::report_worker()
 		struct pollfd stop = {stop_.fd(), POLLIN, 0};
 		if (poll(&stop, 1, static_cast<int>(options_.report_delay.count())) > 0)
 			return;
+		while (reporting_held_.load(std::memory_order_acquire)) {
+			struct pollfd held[2] = {{stop_.fd(), POLLIN, 0},
+						 {report_release_.fd(), POLLIN, 0}};
+			if (poll(held, 2, -1) < 0)
+				continue;
+			if (held[0].revents & POLLIN)
+				return;
+		}
 		// Every request counted before the drain is answered by this pass; one counted
 		// after it has signalled again and gets a pass of its own.
 		const uint64_t requests = report_requests_.load();
@@ -335,6 +344,12 @@ void SimGuest::report_worker()
 		report_requests_answered_ = requests;
 		note_progress();
 	}
+}
+
+void SimGuest::release_reporting()
+{
+	reporting_held_.store(false, std::memory_order_release);
+	report_release_.signal();
 }
 
 void SimGuest::request_report()

@@ -53,6 +53,11 @@ struct SimGuestOptions {
 	bool page_reporting = false;
 	unsigned report_order = 9; // pageblock order: 2 MiB
 	std::chrono::milliseconds report_delay{2};
+	// No pass runs until release_reporting(). Linux's first pass comes 2 s after the driver
+	// registers and each pass takes at most a sixteenth of a list, so a program started at
+	// boot allocates memory reporting has not reordered yet; with report_delay's 2 ms every
+	// pass would have run before such a program allocated.
+	bool hold_reporting = false;
 	// The min watermark: an allocation without reclaim (the balloon's block and free page
 	// hint allocations, as Linux's alloc_pages with __GFP_NORETRY and no reclaim flags) fails
 	// when it would leave fewer free pages than this. 0: no watermark, the driver may take
@@ -134,6 +139,8 @@ public:
 	// off a reported one (an allocation's buddy halves) is not marked and asks for no pass,
 	// as in Linux, until the next such free asks for one.
 	bool reporting_idle() const;
+	// Lets the passes run that SimGuestOptions::hold_reporting kept back.
+	void release_reporting();
 	const SimGuestOptions& options() const { return options_; }
 	// CPU the guest's threads spent on free page hint work items and reporting passes
 	// (their own thread CPU time, not the time waiting for the device), in ms.
@@ -187,6 +194,8 @@ private:
 	std::thread report_worker_;
 	EventFd hint_work_;      // the hint work item is queued
 	EventFd report_request_; // a reportable block formed
+	EventFd report_release_; // release_reporting() was called
+	std::atomic<bool> reporting_held_{false};
 	EventFd stop_;
 	EventFd retry_; // memory was freed: a stalled inflate may go on
 	mutable std::mutex state_mutex_;

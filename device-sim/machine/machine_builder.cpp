@@ -81,6 +81,12 @@ MachineBuilder& MachineBuilder::page_reporting()
 	return offer(VB_FEATURE(VB_F_PAGE_REPORTING));
 }
 
+MachineBuilder& MachineBuilder::hold_reporting()
+{
+	config_.guest.hold_reporting = true;
+	return *this;
+}
+
 MachineBuilder& MachineBuilder::prepare_memory(std::function<void(GuestMemory&)> prepare)
 {
 	config_.prepare_memory = std::move(prepare);

@@ -41,6 +41,8 @@ public:
 	MachineBuilder& min_free_pages(uint64_t pages);
 	// Free page reporting (VIRTIO_BALLOON_F_PAGE_REPORTING): offered and used.
 	MachineBuilder& page_reporting();
+	// Its passes held until SimGuest::release_reporting() (SimGuestOptions::hold_reporting).
+	MachineBuilder& hold_reporting();
 	MachineBuilder& prepare_memory(std::function<void(GuestMemory&)> prepare);
 
 	MachineConfig& config() { return config_; }

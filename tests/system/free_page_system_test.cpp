@@ -519,6 +519,49 @@ TEST(FreePageReportSystem, AProgramStartedAfterAReportPassGetsTheBottomOfRAMAsOn
 	machine.guest.remove();
 }
 
+TEST(FreePageReportSystem, HeldReportingRunsNoPassUntilReleasedAndAProgramAllocatesBelowIt)
+{
+	// 512 MiB: 128 blocks of 4 MiB, a batch of 32 per pass, four passes. After all of them
+	// the last batch (the top 128 MiB) heads the list, as in Linux, so a program that
+	// allocates after a complete report starts at the top; one that allocates while
+	// reporting is held (Linux: before its first passes) gets the bottom.
+	MachineOptions options = reporting_machine();
+	options.ram_bytes = 512ull << 20;
+	options.guest.hold_reporting = true;
+	Machine machine(options);
+	machine.boot();
+	auto& allocator = machine.guest.allocator();
+	EXPECT_FALSE(machine.guest.wait_for([&] { return machine.guest.report_passes() > 0; },
+					    std::chrono::milliseconds(200)))
+		<< "a pass ran while reporting was held (report_delay is 2 ms)";
+	EXPECT_EQ(allocator.reported_pages(), 0u);
+
+	const uint64_t quarter = machine.guest_pages() / 4;
+	vbsim::UserMemory early = machine.guest.allocate_user_memory(quarter, 0x5a);
+	ASSERT_EQ(early.pages, quarter);
+	uint64_t highest = 0;
+	for (const vb::PageRun& run : early.runs)
+		highest = std::max(highest, run.first_pfn + run.count - allocator.first_pfn());
+	EXPECT_LT(highest, machine.guest_pages() / 2);
+
+	machine.guest.release_reporting();
+	ASSERT_TRUE(machine.guest.wait_for(
+		[&] {
+			return machine.guest.reporting_idle() &&
+			       allocator.unreported_free_blocks(9) == 0 &&
+			       allocator.unreported_free_blocks(10) == 0;
+		},
+		kSettleTimeout));
+	EXPECT_GE(machine.guest.report_passes(), 3u);
+	// After the complete report the top comes first.
+	vbsim::UserMemory late = machine.guest.allocate_user_memory(1024, 0x5a);
+	ASSERT_EQ(late.pages, 1024u);
+	EXPECT_GE(late.runs.at(0).first_pfn - allocator.first_pfn(), machine.guest_pages() * 3 / 4);
+	machine.guest.free_user_memory(late);
+	machine.guest.free_user_memory(early);
+	machine.guest.remove();
+}
+
 TEST(FreePageReportSystem, ADeviceThatVanishesMidReportLosesNoPageAndMarksNothing)
 {
 	MachineOptions options = reporting_machine();
