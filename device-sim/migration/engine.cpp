@@ -338,10 +338,12 @@ void check_machine(const MigrationMachine& machine, const MigrationConfig& confi
 		throw std::invalid_argument(std::string("migration: strategy ") +
 					    strategy_name(config.strategy) +
 					    " needs the device's free page hint controls");
-	if (!(config.link_bytes_per_second > 0) || !(config.downtime_limit_ms > 0) ||
-	    !(config.iteration_ms > 0) || config.sender_threads == 0 || config.zero_page_extra_bytes > 8)
-		throw std::invalid_argument("migration: link bandwidth, downtime limit, iteration time and "
-					    "sender threads must be positive");
+	if (!(config.link_bytes_per_second > 0) || !(config.max_bandwidth_bytes_per_second > 0) ||
+	    !(config.downtime_limit_ms > 0) || !(config.iteration_ms > 0) ||
+	    config.sender_threads == 0 || config.zero_page_extra_bytes > 8)
+		throw std::invalid_argument(
+			"migration: link bandwidth, max-bandwidth, downtime limit, "
+			"iteration time and sender threads must be positive");
 	for (const PageRange& range : machine.always_dirty)
 		if (range.first_page + range.pages > machine.memory->size() / kPage)
 			throw std::invalid_argument("migration: an always-dirty range lies outside RAM");
@@ -426,6 +428,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	std::atomic<double> clock_base_ms{0};
 	RoundCounters counters;
 	std::atomic<bool> round_running{false};
+	// What paces the running round (MigrationConfig::round_rate()).
+	std::atomic<double> round_rate{config.round_rate(false)};
 	std::unique_ptr<Senders> senders;
 	// The running round's model time: the link's pacing of the bytes sent so far, or the
 	// CPU critical path if longer.
@@ -435,7 +439,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		double cpu = ns_to_ms(senders->max_thread_cpu_ns());
 		if (legacy_scan)
 			cpu = std::max(cpu, ns_to_ms(counters.scan_ns.load(std::memory_order_relaxed)));
-		return std::max(link_ms(counters.bytes.load(std::memory_order_relaxed), config.link_bytes_per_second),
+		return std::max(link_ms(counters.bytes.load(std::memory_order_relaxed),
+					round_rate.load(std::memory_order_relaxed)),
 				cpu);
 	};
 	auto migration_now_ms = [&] { return clock_base_ms.load(std::memory_order_acquire) + in_round_ms(); };
@@ -559,6 +564,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 
 		counters.reset();
 		senders->begin_round(counters);
+		round_rate.store(config.round_rate(stopping), std::memory_order_relaxed);
 		round_running.store(true, std::memory_order_release);
 		// QEMU's ram_save_iterate: iterations of iteration_ms of model time; the hints that
 		// arrived meanwhile land between them. Stop-and-copy is one iteration.
@@ -600,7 +606,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		// Zero detection in the migration thread: one thread checks every page.
 		if (legacy_scan)
 			critical_ms = std::max(critical_ms, ns_to_ms(counters.scan_ns.load()));
-		p.network_ms = link_ms(counters.bytes.load(), config.link_bytes_per_second);
+		p.network_ms = link_ms(counters.bytes.load(), config.round_rate(stopping));
 		const double paced_ms = std::max(p.network_ms, critical_ms);
 		round_running.store(false, std::memory_order_release);
 		// The round's end on the model clock, before the sync's own cost is added.
@@ -668,7 +674,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 				expected_downtime_ms = double(logged * kPage) / threshold_bytes *
 						       config.downtime_limit_ms;
 		} else {
-			// What a whole page cost: its link time, or the CPU a whole page took.
+			// What a whole page cost: its link time (stop-and-copy is not rate limited),
+			// or the CPU a whole page took.
 			double per_page_ms = link_ms(kPage + kPageHeaderBytes, config.link_bytes_per_second);
 			if (p.pages_sent != 0)
 				per_page_ms = std::max(per_page_ms, ns_to_ms(counters.send_ns.load()) / double(p.pages_sent));

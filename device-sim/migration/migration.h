@@ -28,6 +28,7 @@
 #ifndef VBSIM_MIGRATION_MIGRATION_H
 #define VBSIM_MIGRATION_MIGRATION_H
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -145,6 +146,11 @@ struct MigrationConfig {
 
 	Strategy strategy = Strategy::kZeroDetect;
 	double link_bytes_per_second = kTenGigabitLink; // kUnlimitedLink allowed
+	// QEMU's max-bandwidth: a rate limit the source puts on its own stream while the guest
+	// runs, lifted for stop-and-copy (migration_completion sets it to INT64_MAX), so the
+	// last round goes at what the link and the CPU allow. The link, a physical limit,
+	// paces every round. kUnlimitedLink: no limit (libvirt's default).
+	double max_bandwidth_bytes_per_second = kUnlimitedLink;
 	// Every page sent carries its address and flags (QEMU: one be64 per page, channel.h);
 	// a zero page is that header alone plus zero_page_extra_bytes (QEMU's legacy stream
 	// sends the fill byte; multifd sends only the offset: 0).
@@ -169,6 +175,14 @@ struct MigrationConfig {
 	// Compare the destination with the source after the run (always on outside benchmarks
 	// of the engine itself; a run that fails it is an error).
 	bool verify = true;
+
+	// What paces a round: the link, and while the guest runs also max-bandwidth.
+	double round_rate(bool stop_and_copy) const
+	{
+		return stop_and_copy
+			       ? link_bytes_per_second
+			       : std::min(link_bytes_per_second, max_bandwidth_bytes_per_second);
+	}
 };
 
 // The model clock, in ms, for a workload to pace itself by from before it starts: it reads

@@ -397,6 +397,44 @@ TEST(Pacing, EachRoundTakesTheLongerOfItsLinkTimeAndItsCpuPathPlusItsSync)
 	}
 }
 
+// QEMU's max-bandwidth is a rate limit the source lifts for stop-and-copy
+// (migration_completion): the live rounds go at it, the last round at the link's speed.
+TEST(Pacing, MaxBandwidthPacesTheLiveRoundsAndStopAndCopyGoesAtTheLinksSpeed)
+{
+	SmallMachine m(kRam);
+	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
+	workload->prepare();
+	auto machine = m.machine(*workload);
+	MigrationConfig config = config_for(Strategy::kNone, "qemu-7.2");
+	// As QemuStopsTheVmMidPassOnceWhatIsLeftFitsTheDowntimeLimit, with the 16 MiB/s a rate
+	// limit on an unlimited link: the VM stops mid-pass with about 46 MiB left.
+	const double limit = 16.0 * (1 << 20);
+	config.link_bytes_per_second = kUnlimitedLink;
+	config.max_bandwidth_bytes_per_second = limit;
+	config.downtime_limit_ms = 3000;
+	MigrationResult r = migrate(machine, config);
+	ASSERT_TRUE(r.verified) << r.error;
+	ASSERT_EQ(r.rounds, 2u);
+	const RoundProgress& bulk = r.round_log.front();
+	const RoundProgress& last = r.round_log.back();
+	EXPECT_TRUE(bulk.stopped_mid_pass);
+	ASSERT_TRUE(last.stop_and_copy);
+	EXPECT_DOUBLE_EQ(bulk.network_ms, link_ms(bulk.bytes_sent, limit));
+	EXPECT_GT(bulk.network_ms, 0.0);
+	EXPECT_EQ(last.network_ms, 0.0);
+	EXPECT_GT(last.pages_sent, kRam / 4096 / 2);
+	// What stop-and-copy sent would have taken seconds at the limit.
+	EXPECT_LT(r.downtime_ms, link_ms(last.bytes_sent, limit) / 2);
+	// The link, where it is the slower, paces stop-and-copy too.
+	config.link_bytes_per_second = limit;
+	config.max_bandwidth_bytes_per_second = kUnlimitedLink;
+	MigrationResult linked = migrate(machine, config);
+	ASSERT_TRUE(linked.verified) << linked.error;
+	EXPECT_DOUBLE_EQ(linked.round_log.back().network_ms,
+			 link_ms(linked.round_log.back().bytes_sent, limit));
+	EXPECT_GT(linked.downtime_ms, 2000);
+}
+
 // QEMU 7.2 applies hints under the bitmap mutex its migration thread holds for 50 ms
 // iterations: hints the guest sent at once still land only at an iteration boundary, and
 // the pages the first iteration sent are sent anyway.

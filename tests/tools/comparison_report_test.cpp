@@ -186,6 +186,20 @@ TEST(Crossover, ATotalAtAnotherLinkRepacesEachRoundAndKeepsTheRest)
 	EXPECT_DOUBLE_EQ(total_ms_at_link(r, migration::kUnlimitedLink), 1 + 50.5 + 2.5);
 }
 
+TEST(Crossover, MaxBandwidthPacesTheLiveRoundsAtEachLinkAndNotStopAndCopy)
+{
+	const double gbit = 1e9 / 8;
+	auto r = paced_run({{125000000, 50}, {12500000, 2}}, gbit);
+	r.round_log.back().stop_and_copy = true;
+	// Under max-bandwidth 1 Gbit/s on an unlimited link: the bulk pass 1000 ms on the wire,
+	// stop-and-copy its CPU path alone.
+	EXPECT_DOUBLE_EQ(total_ms_at_link(r, migration::kUnlimitedLink, gbit), 1 + 1000.5 + 2.5);
+	// On a 10 Gbit/s link: the bulk pass still at the limit, stop-and-copy at the link.
+	EXPECT_DOUBLE_EQ(total_ms_at_link(r, 10 * gbit, gbit), 1 + 1000.5 + 10.5);
+	// A limit above the link changes nothing.
+	EXPECT_DOUBLE_EQ(total_ms_at_link(r, gbit, 10 * gbit), total_ms_at_link(r, gbit));
+}
+
 TEST(Crossover, SpreadIsMedianMinMax)
 {
 	const Spread odd = spread_of({3, 1, 2});

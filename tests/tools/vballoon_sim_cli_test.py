@@ -10,7 +10,8 @@ zero-detect line and crossover line (the summary's ratios ordered min <= median 
 crossover at the run's own link equal to the measured ratio), its values are consistent (a page sent whole costs at least 4096 bytes, downtime is part of the total,
 zero detection sends less than nothing on a fresh guest), every run is verified, the CSV
 matches the JSON and the plot is a real PNG. Bad arguments fail with a message and a
-non-zero status, before anything is written. inflate still runs.
+non-zero status, before anything is written. --max-bandwidth-gbit shows in the header and the
+JSON's setup. inflate still runs.
 
     vballoon_sim_cli_test.py BUILD/tools/vballoon-sim
 """
@@ -73,7 +74,8 @@ def check_compare(binary, scratch):
     check(sorted(pairs) == sorted(expected),
           f"runs are not every workload x strategy x {REPEAT}: {pairs}")
     check(data["setup"]["host"] == "qemu-7.2" and data["setup"]["repeat"] == REPEAT and
-          data["setup"]["link_bytes_per_second"] == 10e9 / 8, f"setup: {data['setup']}")
+          data["setup"]["link_bytes_per_second"] == 10e9 / 8 and
+          data["setup"]["max_bandwidth_bytes_per_second"] is None, f"setup: {data['setup']}")
     summary = {s["workload"]: s for s in data["summary"]}
     check(sorted(summary) == sorted(WORKLOADS), f"summary covers {sorted(summary)}")
     for workload, s in summary.items():
@@ -147,6 +149,22 @@ def check_default_strategies(binary, scratch):
               f"--host {host}: the table is not against {base}:\n{proc.stdout}")
 
 
+def check_max_bandwidth(binary, scratch):
+    json_path = os.path.join(scratch, "max-bandwidth.json")
+    proc = run(binary, "compare", "--ram-mib", RAM_MIB, "--workload", "fresh", "--repeat", "1",
+               "--strategy", "zero-detect", "--link-gbit", "unlimited", "--max-bandwidth-gbit", "1",
+               "--json", json_path)
+    check(proc.returncode == 0, f"compare --max-bandwidth-gbit 1 exited {proc.returncode}: {proc.stderr}")
+    if proc.returncode != 0:
+        return
+    check("max-bandwidth 1 Gbit/s while the guest runs" in proc.stdout,
+          f"no max-bandwidth in the header:\n{proc.stdout}")
+    with open(json_path, encoding="utf-8") as f:
+        data = json.load(f)
+    check(data["setup"]["max_bandwidth_bytes_per_second"] == 1e9 / 8 and
+          data["setup"]["link_bytes_per_second"] is None, f"setup: {data['setup']}")
+
+
 def check_bad_arguments(binary, scratch):
     out = os.path.join(scratch, "bad.json")
     cases = [
@@ -162,6 +180,8 @@ def check_bad_arguments(binary, scratch):
         ["compare", "--link-gbit", "fast", "--json", out],
         ["compare", "--link-gbit", "0", "--json", out],
         ["compare", "--link-gbit", "10x", "--json", out],
+        ["compare", "--max-bandwidth-gbit", "fast", "--json", out],
+        ["compare", "--max-bandwidth-gbit", "0", "--json", out],
         ["compare", "--threads", "0", "--json", out],
         ["compare", "--downtime-ms", "-5", "--json", out],
         ["compare", "--untouched", "sparse", "--json", out],
@@ -200,6 +220,7 @@ def main(argv):
         check_bad_arguments(binary, scratch)
         check_inflate(binary)
         check_default_strategies(binary, scratch)
+        check_max_bandwidth(binary, scratch)
         check_compare(binary, scratch)
     for failure in failures:
         print(f"FAIL: {failure}", file=sys.stderr)

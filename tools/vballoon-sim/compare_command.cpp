@@ -39,6 +39,8 @@ struct CompareArguments {
 	// 10 Gbit/s: the link most hosts migrate over (10 GbE is still the common server and
 	// migration network; 25 GbE newer racks, shown on the crossover line).
 	std::string link_gbit = "10";
+	// None: libvirt's default (QEMU's own is 128 MiB/s, which libvirt lifts).
+	std::string max_bandwidth_gbit = "unlimited";
 	unsigned threads = 0; // the host profile's
 	double downtime_ms = 300; // QEMU's downtime-limit default
 	std::string untouched = "populated";
@@ -125,7 +127,8 @@ std::string check_link(const std::string& text)
 			return "";
 	} catch (const std::exception&) {
 	}
-	return "the link must be a number of Gbit/s between 0.01 and 10000, or unlimited (got " + text + ")";
+	return "a bandwidth must be a number of Gbit/s between 0.01 and 10000, or unlimited (got " +
+	       text + ")";
 }
 
 int run_compare(const CompareArguments& args)
@@ -158,6 +161,7 @@ int run_compare(const CompareArguments& args)
 	migration::MigrationConfig config;
 	migration::apply_host_profile(host, args.threads, config);
 	config.link_bytes_per_second = parse_link(args.link_gbit);
+	config.max_bandwidth_bytes_per_second = parse_link(args.max_bandwidth_gbit);
 	config.downtime_limit_ms = args.downtime_ms;
 	config.untouched_page_reads = args.untouched == "shared-zero"
 					      ? migration::UntouchedPageReads::kSharedZeroPage
@@ -166,6 +170,7 @@ int run_compare(const CompareArguments& args)
 			      host.models,	       config.link_bytes_per_second,
 			      config.sender_threads,   config.downtime_limit_ms,
 			      args.untouched,	       args.repeat};
+	setup.max_bandwidth_bytes_per_second = config.max_bandwidth_bytes_per_second;
 	// Every strategy runs --repeat times: each table row is a median, and the summary pairs
 	// run i of zero-detect with run i of hint+zero-detect.
 	auto runs_of = [&args](migration::Strategy) -> unsigned { return args.repeat; };
@@ -303,6 +308,14 @@ void add_compare_command(CLI::App& app, int* exit_status)
 			"Link bandwidth in Gbit/s, or unlimited. A rate on model time, never a sleep. "
 			"Default 10: the link most hosts migrate over (10 GbE; the crossover line shows "
 			"1, 10, 25, 100 Gbit/s and unlimited)")
+		->check(CLI::Validator(check_link, "GBIT|unlimited"))
+		->capture_default_str();
+	cmd->add_option(
+		   "--max-bandwidth-gbit", args->max_bandwidth_gbit,
+		   "QEMU's max-bandwidth in Gbit/s, or unlimited: a rate limit the source keeps "
+		   "while the guest runs and lifts for stop-and-copy, which then goes at the "
+		   "link's "
+		   "speed. Default unlimited, as libvirt sets it")
 		->check(CLI::Validator(check_link, "GBIT|unlimited"))
 		->capture_default_str();
 	cmd->add_option("--threads", args->threads,

@@ -94,7 +94,8 @@ struct PairedRatios {
 	std::vector<std::vector<double>> time_at_link; // per crossover link
 };
 
-PairedRatios paired_ratios(const std::vector<ComparisonRow>& rows, const std::string& workload)
+PairedRatios paired_ratios(const ComparisonSetup& setup, const std::vector<ComparisonRow>& rows,
+			   const std::string& workload)
 {
 	PairedRatios out;
 	const auto hinted = runs_of(rows, workload, kHinted);
@@ -116,7 +117,11 @@ PairedRatios paired_ratios(const std::vector<ComparisonRow>& rows, const std::st
 		out.host_cpu.push_back(h.host_cpu_ms / b.host_cpu_ms);
 		out.bytes.push_back(double(h.bytes_sent) / double(b.bytes_sent));
 		for (size_t l = 0; l < links.size(); l++)
-			out.time_at_link[l].push_back(total_ms_at_link(h, links[l]) / total_ms_at_link(b, links[l]));
+			out.time_at_link[l].push_back(
+				total_ms_at_link(h, links[l],
+						 setup.max_bandwidth_bytes_per_second) /
+				total_ms_at_link(b, links[l],
+						 setup.max_bandwidth_bytes_per_second));
 	}
 	return out;
 }
@@ -142,6 +147,11 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 		"untouched RAM {}, {} run(s) per cell\n",
 		setup.ram_mib, link_name(setup.link_bytes_per_second), setup.sender_threads,
 		setup.downtime_limit_ms, setup.untouched, setup.repeat);
+	if (setup.max_bandwidth_bytes_per_second != migration::kUnlimitedLink)
+		out += fmt::format(
+			"max-bandwidth {} while the guest runs, lifted for stop-and-copy (as QEMU "
+			"does)\n",
+			link_name(setup.max_bandwidth_bytes_per_second));
 	if (!setup.host.empty())
 		out += fmt::format("host {}: {}\n", setup.host, setup.host_models);
 	out += "host CPU: the source's zero scans, sends into the channel sockets, dirty bitmap work and "
@@ -195,7 +205,7 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 				r.total_ms, ratio(r.total_ms, baseline, baseline ? baseline->total_ms : 0),
 				r.downtime_ms, fixed_ms(r), verdict);
 		}
-		const PairedRatios pairs = paired_ratios(rows, workload);
+		const PairedRatios pairs = paired_ratios(setup, rows, workload);
 		if (pairs.time.empty())
 			continue;
 		out += fmt::format("{} against {} ({} run(s), median (min-max)): time {}, host CPU {}, bytes {}\n",
@@ -246,7 +256,7 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 	nlohmann::ordered_json summary = nlohmann::ordered_json::array();
 	const std::vector<double> links = crossover_links();
 	for (const std::string& workload : workloads_in_order(rows)) {
-		const PairedRatios pairs = paired_ratios(rows, workload);
+		const PairedRatios pairs = paired_ratios(setup, rows, workload);
 		if (pairs.time.empty())
 			continue;
 		nlohmann::ordered_json crossover = nlohmann::ordered_json::array();
@@ -266,10 +276,14 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 	nlohmann::ordered_json link = nullptr;
 	if (setup.link_bytes_per_second != migration::kUnlimitedLink)
 		link = setup.link_bytes_per_second;
+	nlohmann::ordered_json max_bandwidth = nullptr;
+	if (setup.max_bandwidth_bytes_per_second != migration::kUnlimitedLink)
+		max_bandwidth = setup.max_bandwidth_bytes_per_second;
 	return {{"setup",
 		 {{"ram_mib", setup.ram_mib},
 		  {"host", setup.host},
 		  {"link_bytes_per_second", link},
+		  {"max_bandwidth_bytes_per_second", max_bandwidth},
 		  {"sender_threads", setup.sender_threads},
 		  {"downtime_limit_ms", setup.downtime_limit_ms},
 		  {"untouched", setup.untouched},

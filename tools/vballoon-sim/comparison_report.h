@@ -37,6 +37,8 @@ struct ComparisonSetup {
 	double downtime_limit_ms = 0;
 	std::string untouched; // "populated" or "shared-zero"
 	unsigned repeat = 1;
+	// While the guest runs (QEMU's max-bandwidth); migration::kUnlimitedLink: none.
+	double max_bandwidth_bytes_per_second = migration::kUnlimitedLink;
 };
 
 // One table per workload, rows in the order given; then each workload's hint+zero-detect

@@ -6,12 +6,18 @@
 namespace vbsim
 {
 
-double total_ms_at_link(const migration::MigrationResult& run, double link_bytes_per_second)
+double total_ms_at_link(const migration::MigrationResult& run, double link_bytes_per_second,
+			double max_bandwidth_bytes_per_second)
 {
+	migration::MigrationConfig pacing;
+	pacing.link_bytes_per_second = link_bytes_per_second;
+	pacing.max_bandwidth_bytes_per_second = max_bandwidth_bytes_per_second;
 	double total = run.total_ms;
 	for (const migration::RoundProgress& round : run.round_log) {
+		const double rate = pacing.round_rate(round.stop_and_copy);
 		total -= std::max(round.network_ms, round.critical_cpu_ms);
-		total += std::max(migration::link_ms(round.bytes_sent, link_bytes_per_second), round.critical_cpu_ms);
+		total +=
+			std::max(migration::link_ms(round.bytes_sent, rate), round.critical_cpu_ms);
 	}
 	return total;
 }

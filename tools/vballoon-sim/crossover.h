@@ -9,7 +9,9 @@
 // that is what a run at that link would measure, but for two things: rounds take longer or
 // shorter in model time, so hints land at other iteration boundaries (a slower link lets
 // the first iteration send less before they land) and a busy guest dirties more or less
-// between syncs (rounds and bytes would change). The crossover line says so.
+// between syncs (rounds and bytes would change). The crossover line says so. A run under
+// max-bandwidth (MigrationConfig::round_rate()) keeps it: its live rounds go at no more than
+// that, its stop-and-copy at the link.
 #ifndef VBALLOON_TOOLS_CROSSOVER_H
 #define VBALLOON_TOOLS_CROSSOVER_H
 
@@ -20,7 +22,8 @@
 namespace vbsim
 {
 
-double total_ms_at_link(const migration::MigrationResult& run, double link_bytes_per_second);
+double total_ms_at_link(const migration::MigrationResult& run, double link_bytes_per_second,
+			double max_bandwidth_bytes_per_second = migration::kUnlimitedLink);
 
 struct Spread {
 	double median = 0;
