@@ -6,7 +6,8 @@ Reads the real figures (tests/guest/calibration/qemu-7.2.json, written by
 `pytest tests/guest -m calibration`), runs `vballoon-sim compare --host qemu-7.2` on the same
 scenario (2048 MiB guest, the same workloads from the same generator, unlimited and
 max-bandwidth 1 Gbit/s, three runs each) and prints one markdown table: per workload, link and strategy the
-median and min-max of bytes sent, normal and zero pages, rounds (bitmap syncs) and total
+median and min-max of bytes sent, normal and zero pages, bitmap syncs (QEMU's dirty-sync-count,
+the model's bitmap_syncs, counted the same way) and total
 time, and the ratio to `none`, real beside model.
 
 Strategies: real QEMU's `none` detects zero pages in its migration thread, so it is the
@@ -63,7 +64,7 @@ def run_model(sim: str) -> dict:
 
 
 def model_rows(doc: dict) -> list[dict]:
-    """One dict per model run: workload, strategy, bytes, normal, zero, rounds, total_ms,
+    """One dict per model run: workload, strategy, bytes, normal, zero, syncs, total_ms,
     verified. compare's JSON lists each run (with --repeat, each repetition)."""
     rows = []
     for r in doc.get("results", []):
@@ -71,7 +72,7 @@ def model_rows(doc: dict) -> list[dict]:
         for run in runs:
             rows.append({"workload": r["workload"], "strategy": r["strategy"],
                          "bytes": run.get("bytes_sent"), "normal": run.get("pages_sent"),
-                         "zero": run.get("zero_pages"), "rounds": run.get("rounds"),
+                         "zero": run.get("zero_pages"), "syncs": run.get("bitmap_syncs"),
                          "total_ms": run.get("total_ms"), "downtime_ms": run.get("downtime_ms"),
                          "verified": run.get("verified", r.get("verified"))})
     return rows
@@ -97,7 +98,7 @@ def ratio(values, base) -> str:
 
 def table(real: dict, model: dict | None) -> str:
     lines = ["| workload | link | strategy | MiB sent real / model | normal pages real / model "
-             "| zero pages real / model | rounds real / model | total ms real / model "
+             "| zero pages real / model | syncs real / model | total ms real / model "
              "| downtime ms real / model | bytes x none real / model | time x none real / model |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for workload in WORKLOADS:
@@ -128,7 +129,7 @@ def table(real: dict, model: dict | None) -> str:
                 lines.append(f"| {workload} | {link} | {strategy} | "
                              f"{both('transferred', 'bytes', MIB)} | "
                              f"{both('normal_pages', 'normal')} | {both('zero_pages', 'zero')} | "
-                             f"{both('rounds', 'rounds')} | {both('total_time_ms', 'total_ms')} | "
+                             f"{both('rounds', 'syncs')} | {both('total_time_ms', 'total_ms')} | "
                              f"{both('downtime_ms', 'downtime_ms')} | {bytes_x} | {time_x} |")
     return "\n".join(lines)
 

@@ -455,6 +455,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		memory.attach_dirty_log(&log);
 		to_send.set_all();
 		log.harvest(harvested.data()); // nothing dirty yet; QEMU's first sync costs this much
+		result.bitmap_syncs++;
 		bitmap_ns += thread_cpu_ns() - start;
 	}
 	if (hints)
@@ -535,6 +536,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	// A bitmap sync (QEMU's migration_bitmap_sync): the hint round stops before it, and a
 	// hint the device thread was applying finishes first (QEMU's free_page_lock).
 	auto sync_bitmap = [&](unsigned round) {
+		result.bitmap_syncs++;
 		stop_hint_round();
 		land_hints();
 		// The harvest finds every write the guest owed at the sync's model time: a workload
@@ -700,6 +702,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			const uint64_t start = thread_cpu_ns();
 			std::fill(harvested.begin(), harvested.end(), 0);
 			log.harvest_final(harvested.data());
+			result.bitmap_syncs++;
 			// Mutant (spec/compare_mutants.tsv): stop-and-copy sends only what was left.
 			if (!VB_MUTANT(MIG_STOP_AND_COPY_IGNORES_DIRTY_LOG))
 				to_send.or_words(harvested.data());

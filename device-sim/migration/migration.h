@@ -263,6 +263,10 @@ struct MigrationResult {
 	double guest_cpu_ms = 0;
 
 	unsigned rounds = 0; // including bulk pass and stop-and-copy
+	// Dirty bitmap syncs, as QEMU's dirty-sync-count counts them: the setup's, every one
+	// while the guest runs (at the end of a pass, and mid-pass whenever what is left falls
+	// under QEMU's threshold), and the final one with the VM stopped.
+	unsigned bitmap_syncs = 0;
 	bool converged = false; // false: max_rounds forced the stop
 	double network_ms = 0;
 	double total_ms = 0;

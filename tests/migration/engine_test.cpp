@@ -350,6 +350,8 @@ TEST(Convergence, QemuStopsTheVmMidPassOnceWhatIsLeftFitsTheDowntimeLimit)
 	EXPECT_LT(bulk.pages_sent, ram_pages / 2);
 	EXPECT_GE(bulk.pages_sent + r.round_log.back().pages_sent, ram_pages);
 	EXPECT_GT(r.downtime_ms, 2000); // about 46 MiB at 16 MiB/s
+	// As QEMU's dirty-sync-count: the setup's, the mid-pass one, the final one.
+	EXPECT_EQ(r.bitmap_syncs, 3u);
 	// A limit the rest never fits: the pass runs to its end, the VM stops after it.
 	config.downtime_limit_ms = 1;
 	config.max_rounds = 2;

@@ -30,6 +30,7 @@ ComparisonRow row(const std::string& workload, const std::string& strategy, uint
 	r.result.hint_cpu_ms = 1.5;
 	r.result.guest_cpu_ms = 3.0;
 	r.result.rounds = 4;
+	r.result.bitmap_syncs = 7;
 	r.result.converged = true;
 	r.result.total_ms = total_ms;
 	r.result.downtime_ms = 20.5;
@@ -58,13 +59,13 @@ TEST(ComparisonReport, JsonHasOneResultPerRowWithTheDocumentedFieldsInOrder)
 	ASSERT_TRUE(json.contains("results"));
 	ASSERT_EQ(json["results"].size(), 4u);
 	const std::vector<std::string> fields = {
-		"workload",	"strategy",	    "run",
-		"bytes_sent",	"pages_sent",	    "zero_pages",
-		"host_cpu_ms",	"zero_scan_cpu_ms", "hint_cpu_ms",
-		"guest_cpu_ms", "receiver_cpu_ms",  "reader_copy_ms",
-		"rounds",	"converged",	    "total_ms",
-		"downtime_ms",	"fixed_ms",	    "first_hint_ms",
-		"verified"};
+		"workload",	 "strategy",	     "run",
+		"bytes_sent",	 "pages_sent",	     "zero_pages",
+		"host_cpu_ms",	 "zero_scan_cpu_ms", "hint_cpu_ms",
+		"guest_cpu_ms",	 "receiver_cpu_ms",  "reader_copy_ms",
+		"rounds",	 "bitmap_syncs",     "converged",
+		"total_ms",	 "downtime_ms",	     "fixed_ms",
+		"first_hint_ms", "verified"};
 	for (const auto& result : json["results"]) {
 		std::vector<std::string> keys;
 		for (auto it = result.begin(); it != result.end(); ++it)
@@ -79,6 +80,7 @@ TEST(ComparisonReport, JsonHasOneResultPerRowWithTheDocumentedFieldsInOrder)
 	EXPECT_DOUBLE_EQ(freed_hint["host_cpu_ms"].get<double>(), 12.5);
 	EXPECT_DOUBLE_EQ(freed_hint["guest_cpu_ms"].get<double>(), 3.0);
 	EXPECT_EQ(freed_hint["rounds"], 4u);
+	EXPECT_EQ(freed_hint["bitmap_syncs"], 7u);
 	EXPECT_DOUBLE_EQ(freed_hint["total_ms"].get<double>(), 200);
 	EXPECT_DOUBLE_EQ(freed_hint["downtime_ms"].get<double>(), 20.5);
 	EXPECT_EQ(freed_hint["verified"], false);

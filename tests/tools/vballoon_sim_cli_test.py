@@ -27,7 +27,7 @@ WORKLOADS = ["fresh", "freed", "busy"]
 STRATEGIES = ["none", "zero-detect", "hint", "report", "hint+zero-detect", "report+zero-detect"]
 FIELDS = ["workload", "strategy", "run", "bytes_sent", "pages_sent", "zero_pages", "host_cpu_ms",
           "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms", "receiver_cpu_ms", "reader_copy_ms", "rounds",
-          "converged",
+          "bitmap_syncs", "converged",
           "total_ms", "downtime_ms", "fixed_ms", "first_hint_ms", "verified"]
 REPEAT = 2
 LINKS = [1, 10, 25, 100, None]
@@ -106,6 +106,8 @@ def check_compare(binary, scratch):
               f"{name}: {r['pages_sent']} pages sent in {r['bytes_sent']} bytes")
         check(r["bytes_sent"] > 0, f"{name}: nothing sent")
         check(r["rounds"] >= 2, f"{name}: {r['rounds']} rounds (bulk pass and stop-and-copy at least)")
+        # The setup's sync, one ending each live round at least, and the final one.
+        check(r["bitmap_syncs"] >= r["rounds"] + 1, f"{name}: {r['bitmap_syncs']} syncs in {r['rounds']} rounds")
         check(r["downtime_ms"] <= r["total_ms"],
               f"{name}: downtime {r['downtime_ms']} ms above total {r['total_ms']} ms")
         check(r["host_cpu_ms"] > 0, f"{name}: no host CPU counted")

@@ -46,8 +46,8 @@ struct ComparisonSetup {
 std::string comparison_tables(const ComparisonSetup& setup, const std::vector<ComparisonRow>& rows);
 // {"setup": {...}, "results": [{"workload", "strategy", "run", "bytes_sent", "pages_sent",
 // "zero_pages", "host_cpu_ms", "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms",
-// "receiver_cpu_ms", "rounds", "converged", "total_ms", "downtime_ms", "fixed_ms",
-// "first_hint_ms", "verified"}, ...], "summary": [{"workload", "runs", "time_ratio",
+// "receiver_cpu_ms", "reader_copy_ms", "rounds", "bitmap_syncs", "converged", "total_ms",
+// "downtime_ms", "fixed_ms", "first_hint_ms", "verified"}, ...], "summary": [{"workload", "runs", "time_ratio",
 // "host_cpu_ratio", "bytes_ratio", "crossover": [{"link_gbit", "time_ratio"}]}]}; a ratio
 // is {"median", "min", "max"}; an unlimited link is null.
 nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
