@@ -143,6 +143,34 @@ def _atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
 # Kernel: download, unpack, vmlinux, depmod
 
 
+def _download_first(pkgs: list[str], where: str) -> list[str]:
+    """apt-get download the first of pkgs that has a candidate; its .deb files in where."""
+    def attempt() -> list[str]:
+        errors = []
+        for pkg in pkgs:
+            try:
+                # apt-get download writes into the current directory.
+                _run(["apt-get", "download", "-q", pkg], cwd=where)
+            except ImageError as e:
+                errors.append(str(e))
+                continue
+            debs = glob.glob(os.path.join(where, f"{pkg}_*.deb"))
+            if not debs:
+                raise ImageError(f"apt-get download {pkg} produced no .deb in {where}")
+            return debs
+        raise ImageError("\n".join(errors))
+
+    try:
+        return attempt()
+    except ImageError as first:
+        # Most often the package lists are missing or stale (a fresh container, or the
+        # headers moved on): refresh them once if we may, then retry.
+        if os.geteuid() != 0:
+            raise ImageError(f"{first}\n(try `apt-get update` first)") from None
+        _run(["apt-get", "update", "-qq"])
+        return attempt()
+
+
 def unpack_kernel(kver: str, work: str) -> str:
     """Download and unpack linux-image-<kver>; returns the unpacked root (cached)."""
     kdir = os.path.join(work, "kernel", kver)
@@ -156,22 +184,13 @@ def unpack_kernel(kver: str, work: str) -> str:
     if os.path.exists(stamp) and glob.glob(sentinel):
         return root
     os.makedirs(kdir, exist_ok=True)
-    pkg = f"linux-image-{kver}"
-    debs = glob.glob(os.path.join(kdir, f"{pkg}_*.deb"))
+    # The signed image (linux-signed-amd64) can lag a security release of the kernel by
+    # days, while the headers and the unsigned image of the same build are out: the unsigned
+    # package holds the same kernel and modules, and QEMU boots it directly.
+    pkgs = [f"linux-image-{kver}", f"linux-image-{kver}-unsigned"]
+    debs = [d for pkg in pkgs for d in glob.glob(os.path.join(kdir, f"{pkg}_*.deb"))]
     if not debs:
-        # apt-get download writes into the current directory.
-        try:
-            _run(["apt-get", "download", "-q", pkg], cwd=kdir)
-        except ImageError as first:
-            # Most often the package lists are missing or stale (a fresh container, or the
-            # headers moved on): refresh them once if we may, then retry.
-            if os.geteuid() != 0:
-                raise ImageError(f"{first}\n(try `apt-get update` first)") from None
-            _run(["apt-get", "update", "-qq"])
-            _run(["apt-get", "download", "-q", pkg], cwd=kdir)
-        debs = glob.glob(os.path.join(kdir, f"{pkg}_*.deb"))
-        if not debs:
-            raise ImageError(f"apt-get download {pkg} produced no .deb in {kdir}")
+        debs = _download_first(pkgs, kdir)
     if os.path.isdir(root):
         shutil.rmtree(root)
     _run(["dpkg", "-x", debs[0], root])
