@@ -314,8 +314,7 @@ void add_compare_command(CLI::App& app, int* exit_status)
 		   "--max-bandwidth-gbit", args->max_bandwidth_gbit,
 		   "QEMU's max-bandwidth in Gbit/s, or unlimited: a rate limit the source keeps "
 		   "while the guest runs and lifts for stop-and-copy, which then goes at the "
-		   "link's "
-		   "speed. Default unlimited, as libvirt sets it")
+		   "link's speed. Default unlimited, as libvirt sets it")
 		->check(CLI::Validator(check_link, "GBIT|unlimited"))
 		->capture_default_str();
 	cmd->add_option("--threads", args->threads,
