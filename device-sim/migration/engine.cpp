@@ -561,7 +561,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		p.round = round;
 		p.stop_and_copy = stopping;
 		uint64_t round_sync_ns = 0;
-		const uint64_t residency_ns = residency.snapshot();
+		uint64_t residency_ns = residency.snapshot();
 		p.pages_dirty = to_send.count();
 
 		counters.reset();
@@ -581,6 +581,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			if (senders->run_iteration(iteration_over))
 				break;
 			const uint64_t start = thread_cpu_ns();
+			uint64_t snapshot_ns = 0;
 			land_hints();
 			if (qemu_convergence) {
 				update_threshold(elapsed_ms + in_round_ms(),
@@ -589,11 +590,18 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 					sync_bitmap(round);
 					converged_mid_pass = below_threshold(pending_logged());
 					p.stopped_mid_pass = converged_mid_pass;
-					if (!converged_mid_pass)
+					if (!converged_mid_pass) {
 						start_hint_round();
+						// The harvest may have folded new writes into pages this pass
+						// has yet to send: it must read them as they are now. By the
+						// round's snapshot a page the guest wrote since would still
+						// read as absent (zeros), and its write would be spent.
+						snapshot_ns = residency.snapshot();
+						residency_ns += snapshot_ns;
+					}
 				}
 			}
-			round_sync_ns += thread_cpu_ns() - start;
+			round_sync_ns += thread_cpu_ns() - start - snapshot_ns;
 			if (converged_mid_pass)
 				break;
 			iteration_end_ms = in_round_ms() + config.iteration_ms;
