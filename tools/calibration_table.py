@@ -3,8 +3,8 @@
 """The migration model beside real QEMU 7.2: the calibration table.
 
 Reads the real figures (by default tests/guest/calibration/qemu-7.2-idle-20261202.json, the
-latest, written by `pytest tests/guest -m calibration`), runs `vballoon-sim compare --host qemu-7.2` on the same
-scenario (2048 MiB guest, the same workloads from the same generator, unlimited and
+latest, written by `pytest tests/guest -m calibration`), runs `vballoon-sim compare --host
+qemu-7.2` on the same scenario (2048 MiB guest, the same workloads from the same generator, unlimited and
 max-bandwidth 1 Gbit/s, three runs each) and prints one markdown table: per workload, link and strategy the
 median and min-max of bytes sent, normal and zero pages, bitmap syncs (QEMU's dirty-sync-count,
 the model's bitmap_syncs, counted the same way) and total

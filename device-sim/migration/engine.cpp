@@ -581,29 +581,29 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			if (senders->run_iteration(iteration_over))
 				break;
 			const uint64_t start = thread_cpu_ns();
-			uint64_t snapshot_ns = 0;
+			bool synced = false;
 			land_hints();
 			if (qemu_convergence) {
 				update_threshold(elapsed_ms + in_round_ms(),
 						 result.bytes_sent + counters.bytes.load());
 				if (below_threshold(pending_logged())) {
 					sync_bitmap(round);
+					synced = true;
 					converged_mid_pass = below_threshold(pending_logged());
 					p.stopped_mid_pass = converged_mid_pass;
-					if (!converged_mid_pass) {
+					if (!converged_mid_pass)
 						start_hint_round();
-						// The harvest may have folded new writes into pages this pass
-						// has yet to send: it must read them as they are now. By the
-						// round's snapshot a page the guest wrote since would still
-						// read as absent (zeros), and its write would be spent.
-						snapshot_ns = residency.snapshot();
-						residency_ns += snapshot_ns;
-					}
 				}
 			}
-			round_sync_ns += thread_cpu_ns() - start - snapshot_ns;
+			round_sync_ns += thread_cpu_ns() - start;
 			if (converged_mid_pass)
 				break;
+			// The pass goes on after a sync whose harvest may have folded new writes into
+			// pages it has yet to send: it must read them as they are now. By the round's
+			// snapshot a page the guest wrote since would still read as absent (zeros),
+			// and its write would be spent.
+			if (synced)
+				residency_ns += residency.snapshot();
 			iteration_end_ms = in_round_ms() + config.iteration_ms;
 		}
 		{
