@@ -11,7 +11,10 @@ mutant gets up to --tries compare runs and stops at the first that catches it; a
 gets all of them.
 
 Prints a markdown table (mutant, compare verified, compare exit, unit tests that failed)
-and exits non-zero when compare misses a mutant or fails without one.
+and exits non-zero when compare misses a mutant or fails without one. For the run without a
+mutant and for each known miss it also prints what a hint used after STOP would need to lose a
+page, summed over the runs: hints that reached the device after their round was stopped, and
+hinted pages the guest took back before DONE.
 """
 
 import argparse
@@ -48,18 +51,30 @@ def run_compare(sim, args, mutant, timeout):
             proc = subprocess.run([sim, "compare", *args, "--json", out_json], env=env,
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return {"rc": "timeout", "verified": "?", "errors": [], "reached": False, "output": ""}
+            return {"rc": "timeout", "verified": "?", "errors": [], "late": {}, "reached": False,
+                    "output": ""}
         verified, errors = [], []
+        late = {"hinted_pages_after_stop": 0, "hinted_pages_released_early": 0}
         if os.path.exists(out_json):
             with open(out_json) as f:
                 doc = json.load(f)
             for r in doc.get("results", []):
                 verified.append(bool(r.get("verified")))
+                for key in late:
+                    late[key] += int(r.get(key) or 0)
                 if r.get("error"):
                     errors.append(f"{r.get('workload')}/{r.get('strategy')}: {r['error']}")
         output = proc.stdout + proc.stderr
-        return {"rc": proc.returncode, "verified": verified, "errors": errors,
+        return {"rc": proc.returncode, "verified": verified, "errors": errors, "late": late,
                 "reached": bool(mutant) and REACHED % mutant in output, "output": output}
+
+
+def late_line(what, tries, late, runs):
+    """What a hint used after STOP needs, summed over a mutant's compare runs."""
+    return ("%s, %d compare %s (%d migrations): hints that reached the device after their "
+            "round was stopped: %s pages; hinted pages the guest took back before DONE: %s pages"
+            % (what, tries, "run" if tries == 1 else "runs", runs,
+               late.get("hinted_pages_after_stop", "?"), late.get("hinted_pages_released_early", "?")))
 
 
 def run_unit_tests(binary, mutant, timeout):
@@ -95,12 +110,15 @@ def main(argv):
                         % (clean["rc"], clean["errors"], clean["output"][-3000:]))
     print("compare run: vballoon-sim compare " + " ".join(compare_args))
     print()
+    late_lines = [late_line("no mutant", 1 if isinstance(clean["verified"], list) else 0, clean["late"],
+                            len(clean["verified"]) if isinstance(clean["verified"], list) else 0)]
     print("| mutant | compare: runs not verified | compare exit | caught by compare | migration unit tests that fail |")
     print("|---|---|---|---|---|")
     for name, known_miss in read_mutants(args.mutants):
         if args.only and name not in args.only:
             continue
         bad, total, tries, r = 0, 0, 0, None
+        late = {}
         while tries < max(1, args.tries):
             tries += 1
             r = run_compare(sim, compare_args, name, args.timeout)
@@ -108,6 +126,8 @@ def main(argv):
                 bad = "?"
                 break
             bad += sum(1 for v in r["verified"] if not v)
+            for key, value in r["late"].items():
+                late[key] = late.get(key, 0) + value
             total += len(r["verified"])
             if r["rc"] not in (0, "timeout") and bad > 0:
                 break
@@ -118,11 +138,16 @@ def main(argv):
             "try" if tries == 1 else "tries", r["rc"],
             "yes" if caught else ("no (expected, see compare_mutants.tsv)" if known_miss else "NO"),
             ", ".join(failed) or "none"))
+        if known_miss:
+            late_lines.append(late_line(name, tries, late, total))
         if not caught and not known_miss:
             problems.append("%s: compare did not catch it (exit %s, verified %s)%s"
                             % (name, r["rc"], r["verified"],
                                "" if r["reached"] else "; the mutant was never reached"))
         sys.stdout.flush()
+    print()
+    for line in late_lines:
+        print(line)
     for p in problems:
         print("\n" + p, file=sys.stderr)
     return 1 if problems else 0

@@ -400,6 +400,9 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	result.ram_bytes = memory.size();
 	const double guest_cpu_start = machine.guest_cpu_ms ? machine.guest_cpu_ms() : 0;
 	const double device_cpu_start = machine.device_free_page_cpu_ms ? machine.device_free_page_cpu_ms() : 0;
+	const uint64_t released_early_start = machine.guest_hint_pages_released_early
+						      ? machine.guest_hint_pages_released_early()
+						      : 0;
 
 	DirtyLog log(ram_pages);
 	PageBitmap to_send(ram_pages);
@@ -742,6 +745,10 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		result.error = "the receivers read " + std::to_string(result.bytes_received) +
 			       " bytes of the " + std::to_string(result.bytes_sent) + " sent";
 	}
+	// Before DONE: what the guest took back early, while its hints could still be in flight.
+	if (machine.guest_hint_pages_released_early)
+		result.hinted_pages_released_early =
+			machine.guest_hint_pages_released_early() - released_early_start;
 	if (hints)
 		machine.hints->finish_hinting(); // QEMU: DONE when migration completes
 	if (machine.clock)
@@ -769,6 +776,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	result.hint_cpu_ms = device_cpu_ms + tracker.apply_cpu_ms();
 	result.hinted_pages_received = tracker.pages_hinted_total();
 	result.reported_pages_received = tracker.pages_reported_total();
+	result.hinted_pages_after_stop = tracker.pages_hinted_after_stop();
 	result.host_cpu_ms = result.zero_scan_cpu_ms + result.copy_cpu_ms + result.bitmap_cpu_ms + result.hint_cpu_ms;
 	if (machine.guest_cpu_ms)
 		result.guest_cpu_ms = machine.guest_cpu_ms() - guest_cpu_start;

@@ -22,6 +22,7 @@ void FreePageTracker::host_started_round(uint32_t cmd_id)
 	awaiting_ = false;
 	if (cmd_id_ != cmd_id) {
 		cmd_id_ = cmd_id;
+		stopped_ = false;
 		// Hints count once the guest has echoed the id (QEMU: REQUESTED, then START).
 		accepting_ = last_echo_ == cmd_id;
 	}
@@ -32,6 +33,7 @@ void FreePageTracker::host_stopped_round()
 	std::lock_guard lock(mutex_);
 	awaiting_ = false;
 	host_active_ = false;
+	stopped_ = true;
 	// The bitmap sync that follows folds in the guest's writes since the id was issued:
 	// a hint arriving after it may name a page written since, which must still be sent.
 	if (!VB_MUTANT(DEV_FPH05_HINTS_USED_AFTER_STOP))
@@ -45,8 +47,10 @@ void FreePageTracker::hint_round_started(uint32_t cmd_id)
 	if (awaiting_ && cmd_id != previous_id_) {
 		// The echo of the round being started, before the host learnt its id.
 		cmd_id_ = cmd_id;
+		stopped_ = false;
 		accepting_ = true;
 	} else if (cmd_id == cmd_id_ && host_active_ && !awaiting_) {
+		stopped_ = false;
 		accepting_ = true;
 	}
 }
@@ -54,6 +58,8 @@ void FreePageTracker::hint_round_started(uint32_t cmd_id)
 void FreePageTracker::hint_round_stopped(uint32_t cmd_id)
 {
 	std::lock_guard lock(mutex_);
+	if (cmd_id == cmd_id_)
+		stopped_ = true;
 	if (cmd_id == cmd_id_ && !VB_MUTANT(DEV_FPH05_HINTS_USED_AFTER_STOP))
 		accepting_ = false;
 }
@@ -66,6 +72,10 @@ void FreePageTracker::pages_hinted(uint32_t cmd_id, uint64_t gpa, uint64_t bytes
 	hinted_.fetch_add(pages, std::memory_order_relaxed);
 	{
 		std::lock_guard lock(mutex_);
+		// What the stop kept out, which a device that missed the stop could have applied
+		// (compare's evidence for DEV_FPH05, spec/compare_mutants.tsv).
+		if (cmd_id == cmd_id_ && stopped_)
+			after_stop_.fetch_add(pages, std::memory_order_relaxed);
 		if (!accepting_ || cmd_id != cmd_id_ || gpa % kPage != 0 || gpa > ram_bytes_ ||
 		    bytes > ram_bytes_ - gpa) {
 			ignored_.fetch_add(pages, std::memory_order_relaxed);

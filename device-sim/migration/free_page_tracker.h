@@ -54,6 +54,12 @@ public:
 	uint64_t pages_hinted_total() const { return hinted_.load(std::memory_order_relaxed); }
 	uint64_t pages_cleared_total() const { return cleared_.load(std::memory_order_relaxed); }
 	uint64_t hints_ignored() const { return ignored_.load(std::memory_order_relaxed); }
+	// Pages of hints for the current id that arrived after the round was stopped, by the
+	// host or by the guest's STOP: ignored, as they must be.
+	uint64_t pages_hinted_after_stop() const
+	{
+		return after_stop_.load(std::memory_order_relaxed);
+	}
 	uint64_t pages_reported_total() const { return reported_.load(std::memory_order_relaxed); }
 	// Thread CPU time: receiving hints (on the device thread) and applying queued ones (on
 	// the migration thread).
@@ -70,9 +76,11 @@ private:
 	bool awaiting_ = false;	   // the host is starting a round, the id is not known yet
 	bool host_active_ = false; // between the host's start and stop of the round
 	bool accepting_ = false;
+	bool stopped_ = false; // the current id's round was stopped (host or guest)
 	std::atomic<uint64_t> hinted_{0};
 	std::atomic<uint64_t> cleared_{0};
 	std::atomic<uint64_t> ignored_{0};
+	std::atomic<uint64_t> after_stop_{0};
 	std::atomic<uint64_t> reported_{0};
 	std::atomic<uint64_t> arrival_ns_{0};
 	std::atomic<uint64_t> apply_ns_{0};

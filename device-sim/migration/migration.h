@@ -243,6 +243,11 @@ struct MigrationResult {
 	uint64_t pages_skipped_reported = 0;
 	uint64_t hinted_pages_received = 0; // hints the device passed on while rounds ran
 	uint64_t reported_pages_received = 0;
+	// The two things a hint used after STOP needs to lose a page (spec/compare_mutants.tsv,
+	// DEV_FPH05): hints of a round that reached the device after the round was stopped, and
+	// hinted pages the guest took back before DONE (its shrinker), in pages.
+	uint64_t hinted_pages_after_stop = 0;
+	uint64_t hinted_pages_released_early = 0;
 
 	// Host CPU the migration really spent (thread CPU time, all sender threads summed), and
 	// its parts.
@@ -333,6 +338,8 @@ struct MigrationMachine {
 	std::function<void()> resume_guest;
 	// Guest CPU spent on hinting and reporting so far, in ms (optional).
 	std::function<double()> guest_cpu_ms;
+	// Hinted pages the guest's shrinker has taken back before DONE so far (optional).
+	std::function<uint64_t()> guest_hint_pages_released_early;
 	// The device thread's CPU time on the free page queue so far, in ms (optional).
 	std::function<double()> device_free_page_cpu_ms;
 	// The clock the workload paces itself by (optional; migrate() drives it while it

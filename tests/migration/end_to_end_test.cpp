@@ -183,6 +183,33 @@ TEST(MigrationEndToEnd, ReportingSettlesAfterTheWorkloadSplitsAReportedBlock)
 	EXPECT_EQ(unreported(), 0u);
 }
 
+// The guest's shrinker takes hinted blocks back in the middle of a migration: the result
+// counts exactly those pages, and the run still verifies (taken back, not written).
+TEST(MigrationEndToEnd, HintedPagesTheGuestTakesBackBeforeDoneAreCounted)
+{
+	MigratingMachine m(true, false);
+	auto workload = make_workload(small(WorkloadKind::kFreed), *m.user_memory);
+	workload->prepare();
+	MachineForMigration wiring(m.machine, workload.get());
+	MigrationConfig config = ideal_host();
+	config.strategy = Strategy::kHint;
+	uint64_t taken_back = 0;
+	bool first = true;
+	MigrationResult r = migrate(wiring.described(), config, [&](const RoundProgress&) {
+		if (!first)
+			return;
+		first = false;
+		// The round started after setup, closed by the guest's STOP.
+		EXPECT_TRUE(m.machine.device.transport().wait_until(
+			[&] { return m.machine.device.counters().hint_rounds_stopped.load() > 0; },
+			vbtest::kSettleTimeout));
+		taken_back = m.machine.guest.shrink_free_page_hints(~0ull);
+	});
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_GT(taken_back, 0u);
+	EXPECT_EQ(r.hinted_pages_released_early, taken_back);
+}
+
 TEST(MigrationEndToEnd, TheDeviceThreadsFreePageQueueWorkIsCountedAsHintCpu)
 {
 	MigratingMachine m(true, false);

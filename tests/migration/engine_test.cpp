@@ -264,6 +264,8 @@ TEST(Migration, HintsOfAStoppedRoundAreIgnored)
 		{
 			DirectHinter::stop_hint_round();
 			if (!reused) {
+				// The guest takes the hinted page back (its shrinker) and writes it.
+				taken_back++;
 				const uint8_t news[64] = {0xee};
 				if (!memory->write(victim * 4096, news, sizeof(news)))
 					throw std::logic_error("victim outside RAM");
@@ -273,6 +275,7 @@ TEST(Migration, HintsOfAStoppedRoundAreIgnored)
 		GuestMemory* memory = nullptr;
 		uint64_t victim = 0;
 		bool reused = false;
+		uint64_t taken_back = 7; // the guest's count before this migration
 	} reusing(m.allocator);
 	reusing.memory = &m.memory;
 	reusing.victim = victim;
@@ -292,9 +295,13 @@ TEST(Migration, HintsOfAStoppedRoundAreIgnored)
 		}
 	};
 	machine.resume_guest = [] {};
+	machine.guest_hint_pages_released_early = [&] { return reusing.taken_back; };
 	MigrationResult r = migrate(machine, config_for(Strategy::kHint));
 	EXPECT_TRUE(delivered);
 	EXPECT_TRUE(r.verified) << r.error;
+	// Both things a hint used after STOP needs to lose a page, counted.
+	EXPECT_EQ(r.hinted_pages_after_stop, 1u);
+	EXPECT_EQ(r.hinted_pages_released_early, 1u);
 }
 
 TEST(Migration, ALegacyZeroScanIsOnTheCriticalPathWhole)

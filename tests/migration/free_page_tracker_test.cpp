@@ -66,6 +66,29 @@ TEST(FreePageTracker, HintsAfterTheHostStoppedTheRoundChangeNothing)
 	host.tracker.hint_round_stopped(id);
 	host.tracker.pages_hinted(id, 0, 64 * kPage);
 	EXPECT_EQ(host.to_send.count(), kPages);
+	EXPECT_EQ(host.tracker.pages_hinted_after_stop(), 128u);
+}
+
+// What a device that missed the stop could have applied: the stopped round's own hints
+// after the host's STOP or the guest's, nothing else.
+TEST(FreePageTracker, CountsTheHintsOfARoundThatArriveAfterItWasStopped)
+{
+	Host host;
+	const uint32_t first = host.start_round(5);
+	host.tracker.pages_hinted(first, 0, 8 * kPage);
+	EXPECT_EQ(host.tracker.pages_hinted_after_stop(), 0u);
+	host.tracker.host_stopped_round();
+	host.tracker.pages_hinted(first, 8 * kPage, 4 * kPage);
+	EXPECT_EQ(host.tracker.pages_hinted_after_stop(), 4u);
+
+	const uint32_t second = host.start_round(6);
+	host.tracker.pages_hinted(first, 16 * kPage, 2 * kPage); // another round's id
+	host.tracker.pages_hinted(second, 32 * kPage, 2 * kPage);
+	EXPECT_EQ(host.tracker.pages_hinted_after_stop(), 4u);
+	host.tracker.hint_round_stopped(second); // the guest closed its round
+	host.tracker.pages_hinted(second, 64 * kPage, 1 * kPage);
+	EXPECT_EQ(host.tracker.pages_hinted_after_stop(), 5u);
+	EXPECT_EQ(host.to_send.count(), kPages - 8 - 2);
 }
 
 TEST(FreePageTracker, HintsOfAnEarlierRoundChangeNothing)

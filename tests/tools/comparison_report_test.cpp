@@ -58,14 +58,28 @@ TEST(ComparisonReport, JsonHasOneResultPerRowWithTheDocumentedFieldsInOrder)
 	const nlohmann::ordered_json json = comparison_json(kSetup, sample_rows());
 	ASSERT_TRUE(json.contains("results"));
 	ASSERT_EQ(json["results"].size(), 4u);
-	const std::vector<std::string> fields = {
-		"workload",	 "strategy",	     "run",
-		"bytes_sent",	 "pages_sent",	     "zero_pages",
-		"host_cpu_ms",	 "zero_scan_cpu_ms", "hint_cpu_ms",
-		"guest_cpu_ms",	 "receiver_cpu_ms",  "reader_copy_ms",
-		"rounds",	 "bitmap_syncs",     "converged",
-		"total_ms",	 "downtime_ms",	     "fixed_ms",
-		"first_hint_ms", "verified"};
+	const std::vector<std::string> fields = {"workload",
+						 "strategy",
+						 "run",
+						 "bytes_sent",
+						 "pages_sent",
+						 "zero_pages",
+						 "host_cpu_ms",
+						 "zero_scan_cpu_ms",
+						 "hint_cpu_ms",
+						 "guest_cpu_ms",
+						 "receiver_cpu_ms",
+						 "reader_copy_ms",
+						 "rounds",
+						 "bitmap_syncs",
+						 "converged",
+						 "total_ms",
+						 "downtime_ms",
+						 "fixed_ms",
+						 "first_hint_ms",
+						 "hinted_pages_after_stop",
+						 "hinted_pages_released_early",
+						 "verified"};
 	for (const auto& result : json["results"]) {
 		std::vector<std::string> keys;
 		for (auto it = result.begin(); it != result.end(); ++it)

@@ -252,6 +252,8 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				   {"downtime_ms", r.downtime_ms},
 				   {"fixed_ms", fixed_ms(r)},
 				   {"first_hint_ms", first_hint},
+				   {"hinted_pages_after_stop", r.hinted_pages_after_stop},
+				   {"hinted_pages_released_early", r.hinted_pages_released_early},
 				   {"verified", r.verified}});
 	}
 	nlohmann::ordered_json summary = nlohmann::ordered_json::array();
