@@ -436,15 +436,18 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	std::unique_ptr<Senders> senders;
 	// The running round's model time: the link's pacing of the bytes sent so far, or the
 	// CPU critical path if longer.
-	auto in_round_ms = [&]() -> double {
-		if (!round_running.load(std::memory_order_acquire))
-			return 0;
+	auto round_cpu_ms = [&]() -> double {
 		double cpu = ns_to_ms(senders->max_thread_cpu_ns());
 		if (legacy_scan)
 			cpu = std::max(cpu, ns_to_ms(counters.scan_ns.load(std::memory_order_relaxed)));
+		return cpu;
+	};
+	auto in_round_ms = [&]() -> double {
+		if (!round_running.load(std::memory_order_acquire))
+			return 0;
 		return std::max(link_ms(counters.bytes.load(std::memory_order_relaxed),
 					round_rate.load(std::memory_order_relaxed)),
-				cpu);
+				round_cpu_ms());
 	};
 	auto migration_now_ms = [&] { return clock_base_ms.load(std::memory_order_acquire) + in_round_ms(); };
 	auto model_now_ms = [&] { return clock_origin_ms + migration_now_ms(); };
@@ -575,8 +578,24 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		// arrived meanwhile land between them. Stop-and-copy is one iteration.
 		double iteration_end_ms = config.iteration_ms;
 		const bool iterates = qemu_convergence || (deferred_hints && hints);
+		// Under QEMU's own rate limit (max-bandwidth below the link) an iteration ends at
+		// MAX_WAIT of sending or once it has sent the budget of the 100 ms rate window;
+		// the migration thread then sleeps to the window's end (migration_rate_limit) and
+		// runs the next iteration, and its convergence check, only in the next window. A
+		// slower link instead blocks the sends, and MAX_WAIT, wall time, ends the iteration.
+		const bool rate_limited = !stopping && config.max_bandwidth_bytes_per_second <
+							       config.link_bytes_per_second;
+		double iteration_cpu_start_ms = 0;
+		uint64_t iteration_bytes_start = 0;
 		const std::function<bool()> iteration_over = [&] {
-			return !stopping && iterates && in_round_ms() >= iteration_end_ms;
+			if (stopping || !iterates)
+				return false;
+			if (!rate_limited)
+				return in_round_ms() >= iteration_end_ms;
+			return round_cpu_ms() - iteration_cpu_start_ms >= config.iteration_ms ||
+			       link_ms(counters.bytes.load(std::memory_order_relaxed) -
+					       iteration_bytes_start,
+				       config.max_bandwidth_bytes_per_second) >= kBandwidthWindowMs;
 		};
 		bool converged_mid_pass = false;
 		for (;;) {
@@ -608,6 +627,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			if (synced)
 				residency_ns += residency.snapshot();
 			iteration_end_ms = in_round_ms() + config.iteration_ms;
+			iteration_cpu_start_ms = round_cpu_ms();
+			iteration_bytes_start = counters.bytes.load(std::memory_order_relaxed);
 		}
 		{
 			const uint64_t start = thread_cpu_ns();

@@ -334,16 +334,61 @@ TEST(Pacing, TheLinkIsARateOnModelTime)
 	EXPECT_EQ(link_ms(uint64_t{1} << 40, kUnlimitedLink), 0.0);
 }
 
+// A fresh guest prepared on a small machine, and the qemu-7.2 host migrating it without
+// hints or zero detection.
+struct FreshGuestOnQemu72 {
+	FreshGuestOnQemu72()
+	    : workload(make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory)),
+	      machine((workload->prepare(), m.machine(*workload))),
+	      config(config_for(Strategy::kNone, "qemu-7.2"))
+	{
+	}
+	SmallMachine m{kRam};
+	std::unique_ptr<Workload> workload;
+	MigrationMachine machine;
+	MigrationConfig config;
+};
+
+// QEMU's own rate limit (max-bandwidth) ends an iteration once it has sent the 100 ms
+// window's budget; the migration thread sleeps to the window's end and iterates again only
+// in the next window (migration_rate_limit). A link as slow blocks the sends instead, and
+// MAX_WAIT (50 ms) ends each iteration. Same pass, half the iterations, so half the
+// convergence checks and hint landings.
+TEST(Convergence, UnderMaxBandwidthAnIterationIsOneRateWindow)
+{
+	FreshGuestOnQemu72 guest;
+	MigrationMachine& machine = guest.machine;
+	MigrationConfig& config = guest.config;
+	// 48 MiB whole at 40 MiB/s: a 1.2 s bulk pass, set by the rate and not the CPU (even
+	// under a sanitizer), whose senders look at the clock every 2 MiB, 50 ms on the wire. A
+	// downtime limit the rest never fits: the pass runs to its end.
+	config.downtime_limit_ms = 1;
+	config.max_rounds = 2;
+	config.link_bytes_per_second = 40.0 * (1 << 20);
+	MigrationResult slow_link = migrate(machine, config);
+	config.link_bytes_per_second = kUnlimitedLink;
+	config.max_bandwidth_bytes_per_second = 40.0 * (1 << 20);
+	MigrationResult rate_limited = migrate(machine, config);
+	ASSERT_TRUE(slow_link.verified) << slow_link.error;
+	ASSERT_TRUE(rate_limited.verified) << rate_limited.error;
+	const RoundProgress& link_pass = slow_link.round_log.front();
+	const RoundProgress& rate_pass = rate_limited.round_log.front();
+	ASSERT_FALSE(link_pass.stopped_mid_pass);
+	ASSERT_FALSE(rate_pass.stopped_mid_pass);
+	EXPECT_NEAR(link_pass.round_ms, 1200, 50);
+	EXPECT_NEAR(rate_pass.round_ms, 1200, 50);
+	EXPECT_NEAR(link_pass.iterations, 24, 1);
+	EXPECT_NEAR(rate_pass.iterations, 12, 1);
+}
+
 // QEMU 7.2 decides after every 50 ms iteration, on the bandwidth of the last 100 ms window:
 // once the pages left (x 4096) are below bandwidth x downtime limit it syncs, looks again
 // and stops the VM, mid-pass if need be; the rest of the bulk pass goes in stop-and-copy.
 TEST(Convergence, QemuStopsTheVmMidPassOnceWhatIsLeftFitsTheDowntimeLimit)
 {
-	SmallMachine m(kRam);
-	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
-	workload->prepare();
-	auto machine = m.machine(*workload);
-	MigrationConfig config = config_for(Strategy::kNone, "qemu-7.2");
+	FreshGuestOnQemu72 guest;
+	MigrationMachine& machine = guest.machine;
+	MigrationConfig& config = guest.config;
 	// 48 MiB whole at 16 MiB/s: 3 s of bulk pass, so the link and not the CPU (even under a
 	// sanitizer) sets the bandwidth. After the first 100 ms window the threshold is
 	// 16 MiB/s x 3 s = 48 MiB, and about 46 MiB are left.
