@@ -110,8 +110,8 @@ def main(argv):
                         % (clean["rc"], clean["errors"], clean["output"][-3000:]))
     print("compare run: vballoon-sim compare " + " ".join(compare_args))
     print()
-    late_lines = [late_line("no mutant", 1 if isinstance(clean["verified"], list) else 0, clean["late"],
-                            len(clean["verified"]) if isinstance(clean["verified"], list) else 0)]
+    clean_runs = len(clean["verified"]) if isinstance(clean["verified"], list) else 0
+    late_lines = [late_line("no mutant", 1, clean["late"], clean_runs)]
     print("| mutant | compare: runs not verified | compare exit | caught by compare | migration unit tests that fail |")
     print("|---|---|---|---|---|")
     for name, known_miss in read_mutants(args.mutants):

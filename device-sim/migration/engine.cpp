@@ -45,9 +45,17 @@ constexpr uint64_t kChunkWords = 8;
 constexpr uint64_t kChunkPages = kChunkWords * 64;
 // Larger than the last-level cache, so reading it runs at memory speed.
 constexpr uint64_t kPopulatedZeroPages = (256ull << 20) / 4096;
-// QEMU's BUFFER_DELAY: the bandwidth behind the convergence threshold is measured over
-// windows at least this long.
+// QEMU's BUFFER_DELAY: max-bandwidth's budget is per window this long, and the bandwidth
+// behind the convergence threshold is measured over windows at least this long.
 constexpr double kBandwidthWindowMs = 100;
+
+// Where the running QEMU iteration began: the round's model time, CPU critical path and
+// bytes sent at that moment.
+struct IterationStart {
+	double model_ms = 0;
+	double cpu_ms = 0;
+	uint64_t bytes = 0;
+};
 
 // Which source pages are backed by memory now. A page that is not reads as zero; on a
 // real host reading it maps the shared zero page, here it would
@@ -434,14 +442,16 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	// What paces the running round (MigrationConfig::round_rate()).
 	std::atomic<double> round_rate{config.round_rate(false)};
 	std::unique_ptr<Senders> senders;
-	// The running round's model time: the link's pacing of the bytes sent so far, or the
-	// CPU critical path if longer.
+	// The running round's CPU critical path: the busiest sender, or the migration thread's
+	// zero scan where it checks every page.
 	auto round_cpu_ms = [&]() -> double {
 		double cpu = ns_to_ms(senders->max_thread_cpu_ns());
 		if (legacy_scan)
 			cpu = std::max(cpu, ns_to_ms(counters.scan_ns.load(std::memory_order_relaxed)));
 		return cpu;
 	};
+	// The running round's model time: the link's pacing of the bytes sent so far, or the
+	// CPU critical path if longer.
 	auto in_round_ms = [&]() -> double {
 		if (!round_running.load(std::memory_order_acquire))
 			return 0;
@@ -562,6 +572,14 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			to_send.set_range(range.first_page, range.pages);
 	};
 
+	// Under QEMU's own rate limit (max-bandwidth below the link) an iteration ends at
+	// MAX_WAIT of sending or once it has sent the budget of the 100 ms rate window; the
+	// migration thread then sleeps to the window's end (migration_rate_limit) and runs the
+	// next iteration, and its convergence check, only in the next window. A slower link
+	// instead blocks the sends, and MAX_WAIT, wall time, ends the iteration.
+	const bool rate_limited_iterations =
+		config.max_bandwidth_bytes_per_second < config.link_bytes_per_second;
+
 	for (unsigned round = 0;; round++) {
 		RoundProgress p;
 		p.round = round;
@@ -576,25 +594,16 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		round_running.store(true, std::memory_order_release);
 		// QEMU's ram_save_iterate: iterations of iteration_ms of model time; the hints that
 		// arrived meanwhile land between them. Stop-and-copy is one iteration.
-		double iteration_end_ms = config.iteration_ms;
 		const bool iterates = qemu_convergence || (deferred_hints && hints);
-		// Under QEMU's own rate limit (max-bandwidth below the link) an iteration ends at
-		// MAX_WAIT of sending or once it has sent the budget of the 100 ms rate window;
-		// the migration thread then sleeps to the window's end (migration_rate_limit) and
-		// runs the next iteration, and its convergence check, only in the next window. A
-		// slower link instead blocks the sends, and MAX_WAIT, wall time, ends the iteration.
-		const bool rate_limited = !stopping && config.max_bandwidth_bytes_per_second <
-							       config.link_bytes_per_second;
-		double iteration_cpu_start_ms = 0;
-		uint64_t iteration_bytes_start = 0;
+		IterationStart iteration;
 		const std::function<bool()> iteration_over = [&] {
 			if (stopping || !iterates)
 				return false;
-			if (!rate_limited)
-				return in_round_ms() >= iteration_end_ms;
-			return round_cpu_ms() - iteration_cpu_start_ms >= config.iteration_ms ||
+			if (!rate_limited_iterations)
+				return in_round_ms() - iteration.model_ms >= config.iteration_ms;
+			return round_cpu_ms() - iteration.cpu_ms >= config.iteration_ms ||
 			       link_ms(counters.bytes.load(std::memory_order_relaxed) -
-					       iteration_bytes_start,
+					       iteration.bytes,
 				       config.max_bandwidth_bytes_per_second) >= kBandwidthWindowMs;
 		};
 		bool converged_mid_pass = false;
@@ -626,9 +635,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			// and its write would be spent.
 			if (synced)
 				residency_ns += residency.snapshot();
-			iteration_end_ms = in_round_ms() + config.iteration_ms;
-			iteration_cpu_start_ms = round_cpu_ms();
-			iteration_bytes_start = counters.bytes.load(std::memory_order_relaxed);
+			iteration = {in_round_ms(), round_cpu_ms(),
+				     counters.bytes.load(std::memory_order_relaxed)};
 		}
 		{
 			const uint64_t start = thread_cpu_ns();
@@ -636,10 +644,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			round_sync_ns += thread_cpu_ns() - start;
 		}
 		// After the channels' sync: a pipe's reader has copied out the round's last bytes.
-		double critical_ms = ns_to_ms(senders->max_thread_cpu_ns());
-		// Zero detection in the migration thread: one thread checks every page.
-		if (legacy_scan)
-			critical_ms = std::max(critical_ms, ns_to_ms(counters.scan_ns.load()));
+		const double critical_ms = round_cpu_ms();
 		p.network_ms = link_ms(counters.bytes.load(), config.round_rate(stopping));
 		const double paced_ms = std::max(p.network_ms, critical_ms);
 		round_running.store(false, std::memory_order_release);

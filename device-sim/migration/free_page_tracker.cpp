@@ -58,9 +58,10 @@ void FreePageTracker::hint_round_started(uint32_t cmd_id)
 void FreePageTracker::hint_round_stopped(uint32_t cmd_id)
 {
 	std::lock_guard lock(mutex_);
-	if (cmd_id == cmd_id_)
-		stopped_ = true;
-	if (cmd_id == cmd_id_ && !VB_MUTANT(DEV_FPH05_HINTS_USED_AFTER_STOP))
+	if (cmd_id != cmd_id_)
+		return;
+	stopped_ = true;
+	if (!VB_MUTANT(DEV_FPH05_HINTS_USED_AFTER_STOP))
 		accepting_ = false;
 }
 
