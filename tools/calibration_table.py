@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """The migration model beside real QEMU 7.2: the calibration table.
 
-Reads the real figures (by default tests/guest/calibration/qemu-7.2-idle-20261202.json, the
+Reads the real figures (by default tests/guest/calibration/qemu-7.2-idle-20261203.json, the
 latest, written by `pytest tests/guest -m calibration`), runs `vballoon-sim compare --host
 qemu-7.2` on the same scenario (2048 MiB guest, the same workloads from the same generator, unlimited and
 max-bandwidth 1 Gbit/s, three runs each) and prints one markdown table: per workload, link and strategy the
@@ -30,7 +30,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-DEFAULT_REAL = os.path.join(REPO, "tests", "guest", "calibration", "qemu-7.2-idle-20261202.json")
+DEFAULT_REAL = os.path.join(REPO, "tests", "guest", "calibration", "qemu-7.2-idle-20261203.json")
 MIB = 1 << 20
 WORKLOADS = ("fresh", "freed", "busy")
 REAL_TO_MODEL = {"none": "zero-detect", "hint": "hint+zero-detect",

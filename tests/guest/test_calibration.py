@@ -21,7 +21,7 @@ are noisy; bytes and page counts are what the model is compared on) and, for bus
 rates vbwork reached (SIGUSR1). Written as JSON ($VBALLOON_CALIBRATION_JSON, default
 <work>/calibration.json); the committed figures are tests/guest/calibration/qemu-7.2*.json
 (the latest, on an idle machine, in one sitting with the model's run:
-qemu-7.2-idle-20261202.json).
+qemu-7.2-idle-20261203.json).
 
 Marked calibration and left out of the default run: `pytest tests/guest -m calibration`
 (about 11 minutes here, load average 5-11).
