@@ -6,11 +6,11 @@
  * Each entry says the upstream version the change appeared in, and how it is detected:
  * a version test for mainline changes, a header probe by Kbuild (VB_HAVE_*, see the
  * "Kernel API probes" in the top-level Kbuild) where stable kernels backported a change
- * and the version says nothing. Built and tested: Debian's 6.1.y and 6.12.y. The other
- * entries follow the upstream sources (driver/linux/README.md, "Kernel versions").
+ * and the version says nothing. Built and tested: Debian's 6.1.y, 6.12.y and 7.x. The
+ * other entries follow the upstream sources (driver/linux/README.md, "Kernel versions").
  *
  * A balloon API this header does not know stops the build with #error: silently
- * compiling out the compaction callback would leave mm calling a NULL migratepage.
+ * compiling out the migration callback would leave mm calling a NULL migratepage.
  */
 #ifndef VBALLOON_LINUX_VBALLOON_COMPAT_H
 #define VBALLOON_LINUX_VBALLOON_COMPAT_H
@@ -18,16 +18,20 @@
 #include <linux/bug.h>
 #include <linux/build_bug.h>
 #include <linux/errno.h>
+#include <linux/gfp.h>
 #include <linux/migrate.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
 #include <linux/page_reporting.h>
 #include <linux/shrinker.h>
 #include <linux/slab.h>
+#include <linux/spinlock.h>
 #include <linux/stddef.h>
 #include <linux/version.h>
 #include <linux/virtio.h>
 #include <linux/virtio_config.h>
+#include <linux/vmstat.h>
+#include <linux/workqueue.h>
 
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 1, 0)
 #error "vballoon: needs Linux 6.1 or later (named shrinkers, balloon_page_list_dequeue(), virtio_reset_device())"
@@ -36,28 +40,73 @@
 /* ---- The balloon page API ------------------------------------------------------------- */
 
 /*
- * 2026 (the 7.0 merge window): mm/balloon rework. <linux/balloon.h> replaces
- * <linux/balloon_compaction.h>, CONFIG_BALLOON_MIGRATION replaces CONFIG_BALLOON_COMPACTION,
- * the pages lock and balloon_page_insert()/_finalize()/balloon_mapping_gfp_mask() become
- * private to mm, and migratepage only tells the host while mm moves the list entries.
- * vballoon's list handling (vballoon_os.c) is the old contract's: refuse to build.
+ * Two generations, told apart by Kbuild from the headers (VB_BALLOON_API_2026; Kbuild
+ * refuses a kernel that has neither, both, or a <linux/balloon.h> of another shape):
+ *
+ *   2012 to 6.x:  <linux/balloon_compaction.h>; CONFIG_MEMORY_BALLOON, and
+ *                 CONFIG_BALLOON_COMPACTION for movable balloon pages. The driver's
+ *                 migratepage does the list work itself: it inserts the new page under
+ *                 b_dev_info->pages_lock with a reference of its own, and finalizes and
+ *                 puts the old one.
+ *   7.0 (2026):   David Hildenbrand's rework. <linux/balloon.h>; CONFIG_BALLOON and
+ *                 CONFIG_BALLOON_MIGRATION. One lock private to mm, no page lock, and
+ *                 balloon_page_insert()/_finalize()/balloon_mapping_gfp_mask() private.
+ *                 migratepage only tells the host and returns 0, -ENOENT (old page
+ *                 deflated, new one not inflated) or an error; mm then takes the new
+ *                 page's reference, inserts it, fixes isolated_pages, finalizes and puts
+ *                 the old page. Doing any of that here as well would insert the new page
+ *                 twice and underflow the old page's reference count.
+ *                 Enqueue and dequeue also keep NR_BALLOON_PAGES (`Balloon:` in
+ *                 /proc/meminfo; the counter itself appeared in 6.15).
+ *
+ * Both generations leave managed-page accounting to the driver by default (the 2026
+ * b_dev_info.adjust_managed_page_count stays false): the core does it, and only when
+ * DEFLATE_ON_OOM is off, as virtio_balloon does.
  */
-#if defined(CONFIG_BALLOON_MIGRATION) || __has_include(<linux/balloon.h>)
-#error "vballoon: this kernel has the reworked balloon API (<linux/balloon.h>, CONFIG_BALLOON_MIGRATION), which vballoon does not support yet; see driver/linux/README.md, Kernel versions"
+#ifdef VB_BALLOON_API_2026
+#if !__has_include(<linux/balloon.h>)
+#error "vballoon: Kbuild found the 2026 balloon API but the compiler finds no <linux/balloon.h>; see driver/linux/README.md, Kernel versions"
+#endif
+#include <linux/balloon.h>
+#if defined(CONFIG_BALLOON_MIGRATION)
+#define VB_BALLOON_MIGRATION 1
+#endif
+#else
+#if __has_include(<linux/balloon.h>) || defined(CONFIG_BALLOON_MIGRATION)
+#error "vballoon: this kernel has the reworked balloon API (<linux/balloon.h>, CONFIG_BALLOON_MIGRATION) but Kbuild did not recognise it; see driver/linux/README.md, Kernel versions"
 #endif
 #if !__has_include(<linux/balloon_compaction.h>)
 #error "vballoon: this kernel has no <linux/balloon_compaction.h>, the balloon page API vballoon is written for; see driver/linux/README.md, Kernel versions"
 #endif
 #include <linux/balloon_compaction.h>
-
-/*
- * With compaction the driver must give mm a migratepage callback; Kbuild checks that
- * struct balloon_dev_info still has that member (VB_HAVE_BALLOON_MIGRATEPAGE).
- */
-#if defined(CONFIG_BALLOON_COMPACTION) && !defined(VB_HAVE_BALLOON_MIGRATEPAGE)
-#error "vballoon: CONFIG_BALLOON_COMPACTION is set but struct balloon_dev_info has no migratepage callback: an unknown balloon API; see driver/linux/README.md, Kernel versions"
+#if defined(CONFIG_BALLOON_COMPACTION)
+#define VB_BALLOON_MIGRATION 1
+#endif
 #endif
 
+/*
+ * With balloon page migration the driver must give mm a migratepage callback; Kbuild checks
+ * that struct balloon_dev_info still has that member (VB_HAVE_BALLOON_MIGRATEPAGE).
+ */
+#if defined(VB_BALLOON_MIGRATION) && !defined(VB_HAVE_BALLOON_MIGRATEPAGE)
+#error "vballoon: balloon page migration is configured but struct balloon_dev_info has no migratepage callback: an unknown balloon API; see driver/linux/README.md, Kernel versions"
+#endif
+
+/*
+ * The allocation flags of a balloon page, for blocks larger than one (balloon_page_alloc()
+ * takes single pages): movable exactly when balloon pages can migrate. The 2026 API made
+ * balloon_mapping_gfp_mask() private; its rule is unchanged.
+ */
+static inline gfp_t vb_balloon_gfp_mask(void)
+{
+#ifdef VB_BALLOON_API_2026
+	return IS_ENABLED(CONFIG_BALLOON_MIGRATION) ? GFP_HIGHUSER_MOVABLE : GFP_HIGHUSER;
+#else
+	return balloon_mapping_gfp_mask();
+#endif
+}
+
+#ifdef VB_BALLOON_MIGRATION
 /*
  * After a migration the old page stops being a balloon page. balloon_page_finalize()
  * replaced balloon_page_delete(), which also took the page off the list unless it was
@@ -71,6 +120,54 @@ static inline void vb_balloon_page_finalize(struct page *page)
 	balloon_page_finalize(page);
 #else
 	balloon_page_delete(page);
+#endif
+}
+
+/*
+ * The host holds the new page instead of the old one: the new page joins the balloon list.
+ * Up to 6.x the driver does it, under the list's lock and with the balloon's own reference;
+ * from 7.0 mm does it after migratepage returns.
+ */
+static inline void vb_balloon_migrated_insert(struct balloon_dev_info *info,
+					      struct page *newpage)
+{
+#ifndef VB_BALLOON_API_2026
+	unsigned long flags;
+
+	get_page(newpage);
+	spin_lock_irqsave(&info->pages_lock, flags);
+	balloon_page_insert(info, newpage);
+	/* The old page was isolated by compaction and never returns to the list. */
+	info->isolated_pages--;
+	__count_vm_event(BALLOON_MIGRATE);
+	spin_unlock_irqrestore(&info->pages_lock, flags);
+#endif
+}
+
+/*
+ * ... and the old page leaves it, for good: up to 6.x the driver finalizes it and drops the
+ * balloon's reference; from 7.0 mm does both.
+ */
+static inline void vb_balloon_migrated_release(struct page *page)
+{
+#ifndef VB_BALLOON_API_2026
+	vb_balloon_page_finalize(page);
+	put_page(page);
+#endif
+}
+#endif /* VB_BALLOON_MIGRATION */
+
+/*
+ * Pages the driver keeps out of the guest but off the balloon list (a deflate the host did
+ * not acknowledge, vb_os_balloon_hold()) are still ballooned: where the kernel counts
+ * balloon pages (NR_BALLOON_PAGES, 6.15; kept by enqueue and dequeue), they are counted
+ * here, so `Balloon:` in /proc/meminfo stays what the host holds. Probed by Kbuild
+ * (VB_HAVE_NR_BALLOON_PAGES): it is an enum, and stable kernels may have backported it.
+ */
+static inline void vb_balloon_count_held(struct page *page, long delta)
+{
+#ifdef VB_HAVE_NR_BALLOON_PAGES
+	mod_node_page_state(page_pgdat(page), NR_BALLOON_PAGES, delta);
 #endif
 }
 
@@ -224,6 +321,19 @@ static inline int vb_virtio_find_vqs(struct virtio_device *vdev, unsigned int nv
 #define VB_VIRTIO_DRIVER_OWNER
 #else
 #define VB_VIRTIO_DRIVER_OWNER .driver.owner = THIS_MODULE,
+#endif
+
+/* ---- Workqueues ----------------------------------------------------------------------- */
+
+/*
+ * 6.17: WQ_PERCPU, so that callers of alloc_workqueue() say per-CPU or WQ_UNBOUND before
+ * unbound becomes the default. An enum value, so Kbuild probes for it (VB_HAVE_WQ_PERCPU);
+ * before it, per-CPU is what no flag means.
+ */
+#ifdef VB_HAVE_WQ_PERCPU
+#define VB_WQ_PERCPU WQ_PERCPU
+#else
+#define VB_WQ_PERCPU 0
 #endif
 
 /* ---- Kernel configuration ------------------------------------------------------------- */

@@ -359,9 +359,11 @@ int vballoon_free_pages_init(struct vballoon_dev *vb)
 	 * A race with the migration's first pass over RAM: the round must start as soon as the
 	 * id arrives, ahead of ordinary work (HIGHPRI), and a long round must not hold up other
 	 * work items (CPU_INTENSIVE). Frozen with the system, as the other work items are.
+	 * Per-CPU, said explicitly (VB_WQ_PERCPU): the round starts on the CPU that took the
+	 * config interrupt, whose caches hold the id, rather than wait for an unbound worker.
 	 */
 	vb->hint_wq = alloc_workqueue("vballoon-hint-%s",
-				      WQ_FREEZABLE | WQ_HIGHPRI | WQ_CPU_INTENSIVE, 0,
+				      WQ_FREEZABLE | WQ_HIGHPRI | WQ_CPU_INTENSIVE | VB_WQ_PERCPU, 0,
 				      dev_name(&vb->vdev->dev));
 	return vb->hint_wq ? 0 : -ENOMEM;
 }

@@ -16,10 +16,10 @@
  *                      queues deleted
  *   restore         -> queues, prepare(), start(); work again only once all succeeded
  *
- * Kernel features relied on: CONFIG_VIRTIO (a VERSION_1 transport), CONFIG_MEMORY_BALLOON
- * (the balloon page list). Optional: CONFIG_BALLOON_COMPACTION (ballooned pages move),
- * CONFIG_PM_SLEEP (freeze/restore), CONFIG_DEBUG_FS (counters). The build prints what it
- * found (Kbuild).
+ * Kernel features relied on: CONFIG_VIRTIO (a VERSION_1 transport), the balloon page list
+ * (CONFIG_MEMORY_BALLOON up to 6.x, CONFIG_BALLOON from 7.0). Optional: balloon page
+ * migration (CONFIG_BALLOON_COMPACTION, CONFIG_BALLOON_MIGRATION from 7.0), CONFIG_PM_SLEEP
+ * (freeze/restore), CONFIG_DEBUG_FS (counters). The build prints what it found (Kbuild).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -77,10 +77,10 @@ MODULE_PARM_DESC(device_init, "Take the DEVICE_INIT bits 6 and 7 if offered (def
 #define VBALLOON_STALL_RETRY_MS 200
 /*
  * After a reset, pages compaction has isolated come back through a failing migratepage;
- * remove waits for them this long (30 s) before it gives up on them.
+ * remove looks for them this often, and says every 30 s that it is still waiting.
  */
 #define VBALLOON_RELEASE_RETRY_MS 20
-#define VBALLOON_RELEASE_TRIES 1500
+#define VBALLOON_RELEASE_REPORT_MS 30000
 /* Where virtio_balloon sits among OOM notifiers. */
 #define VBALLOON_OOM_NOTIFY_PRIORITY 80
 
@@ -288,25 +288,30 @@ static void vballoon_start_work(struct vballoon_dev *vb)
 /*
  * After the reset: every page still ballooned (the host did not acknowledge its deflate,
  * or compaction had it isolated) goes back to the guest. The queues are broken first, so a
- * compaction callback that still tries to tell the host fails at once instead of waiting
- * for a device that no longer answers, and compaction puts its page back on the list; the
- * balloon is empty only when the core says so.
+ * migration callback that still tries to tell the host fails at once instead of waiting
+ * for a device that no longer answers, and compaction puts its page back on the list.
+ *
+ * No time limit: an isolated page still points at b_dev_info, and mm will call
+ * migratepage or put it back on b_dev_info->pages, so neither the device state nor the
+ * module's code may go while one is out. Isolation is short-lived (migrate_pages() retries
+ * a failing callback a bounded number of times, then puts the page back), so the wait ends;
+ * a page that never came back would be a kernel bug, and the log says so meanwhile.
  */
-static bool vballoon_release_after_reset(struct vballoon_dev *vb)
+static void vballoon_release_after_reset(struct vballoon_dev *vb)
 {
-	unsigned int tries;
+	unsigned long waited_ms = 0;
 
 	virtio_break_device(vb->vdev);
-	for (tries = 0; tries < VBALLOON_RELEASE_TRIES; tries++) {
+	for (;;) {
 		vballoon_core_release_after_reset(vb->core);
 		if (!vballoon_core_balloon_pfns(vb->core))
-			return true;
+			return;
 		msleep(VBALLOON_RELEASE_RETRY_MS);
+		waited_ms += VBALLOON_RELEASE_RETRY_MS;
+		if (waited_ms % VBALLOON_RELEASE_REPORT_MS == 0)
+			dev_warn(&vb->vdev->dev, "%llu pages still isolated by compaction after %lu s; waiting for them\n",
+				 vballoon_core_balloon_pfns(vb->core), waited_ms / 1000);
 	}
-	dev_err(&vb->vdev->dev, "%llu pages still isolated by compaction after %u s\n",
-		vballoon_core_balloon_pfns(vb->core),
-		VBALLOON_RELEASE_TRIES * VBALLOON_RELEASE_RETRY_MS / 1000);
-	return false;
 }
 
 /* ---- OOM and compaction ----------------------------------------------------------- */
@@ -342,8 +347,13 @@ static void vballoon_unregister_oom(struct vballoon_dev *vb)
 	vb->oom_registered = false;
 }
 
-#ifdef CONFIG_BALLOON_COMPACTION
-/* Called with both pages locked; the old page was isolated from the balloon list. */
+#ifdef VB_BALLOON_MIGRATION
+/*
+ * Compaction isolated the old page from the balloon list (up to 6.x it also holds both
+ * pages' locks). Only the host is told here; the list work is the kernel generation's
+ * (vb_balloon_migrated_insert(), vb_balloon_migrated_release()). Never -ENOENT: the core
+ * inflates the new page before it deflates the old, so a failure leaves the old one in.
+ */
 static int vballoon_migratepage(struct balloon_dev_info *info, struct page *newpage,
 				struct page *page, enum migrate_mode mode)
 {
@@ -354,8 +364,7 @@ static int vballoon_migratepage(struct balloon_dev_info *info, struct page *newp
 		return -EAGAIN;
 
 	/* The new page took its place on the list (vb_os_balloon_list_replace()). */
-	vb_balloon_page_finalize(page);
-	put_page(page); /* the balloon's reference */
+	vb_balloon_migrated_release(page);
 	return VB_MIGRATEPAGE_SUCCESS;
 }
 #endif
@@ -444,7 +453,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 	INIT_WORK(&vb->stats_work, vballoon_stats_func);
 	balloon_devinfo_init(&vb->b_dev_info);
 	INIT_LIST_HEAD(&vb->held_pages);
-#ifdef CONFIG_BALLOON_COMPACTION
+#ifdef VB_BALLOON_MIGRATION
 	vb->b_dev_info.migratepage = vballoon_migratepage;
 #endif
 	err = vballoon_free_pages_init(vb);
@@ -524,10 +533,8 @@ out_free_vb:
  * without a message, and the queues are deleted. A device whose restore failed has no
  * queues left and an empty balloon: only the reset remains to do.
  */
-static bool vballoon_shut_down_device(struct vballoon_dev *vb)
+static void vballoon_shut_down_device(struct vballoon_dev *vb)
 {
-	bool released = true;
-
 	vballoon_unregister_oom(vb);
 	vballoon_stop_work(vb);
 	vballoon_free_pages_stop(vb);
@@ -536,27 +543,16 @@ static bool vballoon_shut_down_device(struct vballoon_dev *vb)
 	virtio_reset_device(vb->vdev);
 	if (vb->vqs[VB_QUEUE_INFLATE]) {
 		vballoon_free_pages_device_reset(vb);
-		released = vballoon_release_after_reset(vb);
+		vballoon_release_after_reset(vb);
 		vballoon_del_vqs(vb);
 	}
-	return released;
 }
 
 static void vballoon_remove(struct virtio_device *vdev)
 {
 	struct vballoon_dev *vb = vdev->priv;
 
-	if (!vballoon_shut_down_device(vb)) {
-		/*
-		 * Compaction still holds balloon pages and will hand them back through
-		 * b_dev_info and its migratepage: the device state and the module's code must
-		 * outlive them. Leak both rather than free what mm will call into.
-		 */
-		dev_err(&vdev->dev, "leaking the device state; the module stays loaded\n");
-		__module_get(THIS_MODULE);
-		debugfs_remove_recursive(vb->debugfs_dir);
-		return;
-	}
+	vballoon_shut_down_device(vb);
 	debugfs_remove_recursive(vb->debugfs_dir);
 
 	vballoon_core_destroy(vb->core);
@@ -569,7 +565,6 @@ static void vballoon_remove(struct virtio_device *vdev)
 #ifdef CONFIG_PM_SLEEP
 static int vballoon_freeze(struct virtio_device *vdev)
 {
-	/* Pages compaction still isolates stay counted; the balloon deflates them later. */
 	vballoon_shut_down_device(vdev->priv);
 	return 0;
 }

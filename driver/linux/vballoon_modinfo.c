@@ -12,8 +12,10 @@
 #endif
 
 /* Each is used when the kernel has it; the module builds and works without. */
-#ifdef CONFIG_BALLOON_COMPACTION
+#if defined(CONFIG_BALLOON_COMPACTION)
 #define VB_KF_COMPACTION "balloon_compaction "
+#elif defined(CONFIG_BALLOON_MIGRATION)
+#define VB_KF_COMPACTION "balloon_migration "
 #else
 #define VB_KF_COMPACTION ""
 #endif

@@ -34,7 +34,7 @@
  * so the pages stay where compaction can move them.
  */
 #define VB_OS_GFP_BLOCK                                                     \
-	((balloon_mapping_gfp_mask() & ~__GFP_RECLAIM) | __GFP_NORETRY |    \
+	((vb_balloon_gfp_mask() & ~__GFP_RECLAIM) | __GFP_NORETRY |         \
 	 __GFP_NOWARN | __GFP_NOMEMALLOC)
 /*
  * A free page hint block, as virtio_balloon takes one (get_free_page_and_send()): no
@@ -116,8 +116,8 @@ void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_ru
 }
 
 /*
- * Pages per balloon_page_list_enqueue() call: it holds pages_lock with interrupts off for
- * the whole list, and a chunked run may be 262144 pages (1 GiB).
+ * Pages per balloon_page_list_enqueue() call: it holds the balloon list's lock with
+ * interrupts off for the whole list, and a chunked run may be 262144 pages (1 GiB).
  */
 #define VB_OS_ENQUEUE_BATCH 512
 
@@ -151,8 +151,12 @@ void vb_os_balloon_hold(struct vballoon_dev *dev, const struct vballoon_page_run
 {
 	uint64_t i;
 
-	for (i = 0; i < run->count; i++)
-		list_add_tail(&pfn_to_page(run->first_pfn + i)->lru, &dev->held_pages);
+	for (i = 0; i < run->count; i++) {
+		struct page *page = pfn_to_page(run->first_pfn + i);
+
+		list_add_tail(&page->lru, &dev->held_pages);
+		vb_balloon_count_held(page, 1);
+	}
 	dev->nr_held_pages += run->count;
 }
 
@@ -176,6 +180,7 @@ size_t vb_os_balloon_held_take(struct vballoon_dev *dev, struct vballoon_page_ru
 					     pfn + 1 == last->first_pfn))
 			break;
 		list_del(&page->lru);
+		vb_balloon_count_held(page, -1);
 		nr_runs = vb_os_add_to_runs(runs, nr_runs, pfn);
 		taken++;
 	}
@@ -248,22 +253,14 @@ void vb_os_balloon_list_mark_initialised(struct vballoon_dev *dev,
 
 void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint64_t new_pfn)
 {
-#ifdef CONFIG_BALLOON_COMPACTION
-	struct balloon_dev_info *info = &dev->b_dev_info;
-	struct page *newpage = pfn_to_page(new_pfn);
-	unsigned long flags;
-
-	get_page(newpage); /* the balloon's reference */
-
-	/* The managed page count follows in the core (adjust_managed_pages). */
-	spin_lock_irqsave(&info->pages_lock, flags);
-	balloon_page_insert(info, newpage);
-	/* The old page was isolated by compaction and never returns to the list. */
-	info->isolated_pages--;
-	__count_vm_event(BALLOON_MIGRATE);
-	spin_unlock_irqrestore(&info->pages_lock, flags);
+#ifdef VB_BALLOON_MIGRATION
+	/*
+	 * The managed page count follows in the core (adjust_managed_pages); the old page
+	 * leaves the balloon once migratepage returns (vballoon_migratepage()).
+	 */
+	vb_balloon_migrated_insert(&dev->b_dev_info, pfn_to_page(new_pfn));
 #else
-	/* Only the compaction callback migrates pages, and it exists only with compaction. */
+	/* Only the migration callback moves pages, and it exists only with migration. */
 	WARN_ON_ONCE(1);
 #endif
 }
@@ -457,25 +454,57 @@ uint32_t vb_os_queue_size(struct vballoon_dev *dev, unsigned int kind)
 	return vq ? virtqueue_get_vring_size(vq) : 0;
 }
 
+/*
+ * The core names config fields by their offsets in the spec's layout (static_asserts in
+ * vballoon_main.c tie them to struct virtio_balloon_config); virtio's accessors name them
+ * by member, and do the little-endian conversion and the one 4-byte access the spec asks
+ * for, even on legacy devices.
+ */
 uint32_t vb_os_config_read32(struct vballoon_dev *dev, uint32_t offset)
 {
-	__le32 value;
+	u32 value = 0;
 
-	/*
-	 * One 4-byte access, as virtio_cread_le() makes; the balloon's config space is
-	 * little-endian even on legacy devices.
-	 */
-	might_sleep();
-	dev->vdev->config->get(dev->vdev, offset, &value, sizeof(value));
-	return le32_to_cpu(value);
+	switch (offset) {
+	case offsetof(struct virtio_balloon_config, num_pages):
+		virtio_cread_le(dev->vdev, struct virtio_balloon_config, num_pages, &value);
+		break;
+	case offsetof(struct virtio_balloon_config, actual):
+		virtio_cread_le(dev->vdev, struct virtio_balloon_config, actual, &value);
+		break;
+	case offsetof(struct virtio_balloon_config, free_page_hint_cmd_id):
+		virtio_cread_le(dev->vdev, struct virtio_balloon_config, free_page_hint_cmd_id,
+				&value);
+		break;
+	case offsetof(struct virtio_balloon_config, poison_val):
+		virtio_cread_le(dev->vdev, struct virtio_balloon_config, poison_val, &value);
+		break;
+	default:
+		WARN_ONCE(1, "vballoon: config read at unknown offset %u\n", offset);
+	}
+	return value;
 }
 
 void vb_os_config_write32(struct vballoon_dev *dev, uint32_t offset, uint32_t value)
 {
-	__le32 le_value = cpu_to_le32(value);
+	u32 v = value;
 
-	might_sleep();
-	dev->vdev->config->set(dev->vdev, offset, &le_value, sizeof(le_value));
+	switch (offset) {
+	case offsetof(struct virtio_balloon_config, num_pages):
+		virtio_cwrite_le(dev->vdev, struct virtio_balloon_config, num_pages, &v);
+		break;
+	case offsetof(struct virtio_balloon_config, actual):
+		virtio_cwrite_le(dev->vdev, struct virtio_balloon_config, actual, &v);
+		break;
+	case offsetof(struct virtio_balloon_config, free_page_hint_cmd_id):
+		virtio_cwrite_le(dev->vdev, struct virtio_balloon_config, free_page_hint_cmd_id,
+				 &v);
+		break;
+	case offsetof(struct virtio_balloon_config, poison_val):
+		virtio_cwrite_le(dev->vdev, struct virtio_balloon_config, poison_val, &v);
+		break;
+	default:
+		WARN_ONCE(1, "vballoon: config write at unknown offset %u\n", offset);
+	}
 }
 
 static uint64_t pages_to_bytes(unsigned long pages)
@@ -484,15 +513,19 @@ static uint64_t pages_to_bytes(unsigned long pages)
 }
 
 /*
- * The tags Linux 6.1's virtio_balloon reports, plus the 6.12 ones (10-15) that the same
- * event counters already give. The set depends only on the kernel's configuration, so it
- * never changes while the module is loaded, as the spec requires of the stats buffer.
- */
-/*
  * Every populated zone's high watermark (boost included) and the most it holds back from
  * allocations of higher zones (lowmem_reserve), at most what it manages: the sum the
- * kernel keeps as totalreserve_pages, which it does not export. Free memory below it
+ * kernel keeps as totalreserve_pages (calculate_totalreserve_pages()). Free memory below it
  * makes the next allocation wake kswapd, or below the min watermark reclaim directly.
+ *
+ * No exported interface gives that sum: totalreserve_pages is not exported, and
+ * si_mem_available() or nr_free_buffer_pages() fold it into other figures. So it is derived
+ * here from what is: node_data and the node masks (both exported) and the zones' own
+ * fields, the same ones mm's helpers read. Its limits: mm updates these fields under its
+ * own locks (watermark boosts under the zone lock, reserves and watermarks under the
+ * sysctl path), so each is read once (READ_ONCE, no lock) and the sum may mix values from
+ * before and after an update; it is a free page hinting reserve, where a stale boost only
+ * moves where a round stops by that boost, never a correctness rule.
  */
 uint64_t vb_os_free_pages_kept(void)
 {
@@ -505,18 +538,24 @@ uint64_t vb_os_free_pages_kept(void)
 
 		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
 			struct zone *zone = &pgdat->node_zones[zid];
-			unsigned long reserve = 0;
+			unsigned long reserve = 0, high;
 
 			if (!populated_zone(zone))
 				continue;
 			for (j = zid; j < MAX_NR_ZONES; j++)
-				reserve = max(reserve, (unsigned long)zone->lowmem_reserve[j]);
-			kept += min(high_wmark_pages(zone) + reserve, zone_managed_pages(zone));
+				reserve = max(reserve, (unsigned long)READ_ONCE(zone->lowmem_reserve[j]));
+			high = READ_ONCE(zone->_watermark[WMARK_HIGH]) + READ_ONCE(zone->watermark_boost);
+			kept += min(high + reserve, zone_managed_pages(zone));
 		}
 	}
 	return kept;
 }
 
+/*
+ * The tags Linux 6.1's virtio_balloon reports, plus the 6.12 ones (10-15) that the same
+ * event counters already give. The set depends only on the kernel's configuration, so it
+ * never changes while the module is loaded, as the spec requires of the stats buffer.
+ */
 uint32_t vb_os_memory_stats(struct vballoon_dev *dev, uint64_t *values)
 {
 	struct sysinfo info;
