@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # shellcheck shell=sh
 #
-# debian-mirror.sh: sourced, not run (by trixie-apt.sh). Suites the
+# debian-mirror.sh: sourced, not run (by install-kernel.sh and trixie-apt.sh). Suites the
 # machine's apt sources lack are fetched from the mirror its own entries name, so a machine
 # behind a local mirror or proxy never reaches for deb.debian.org by itself.
 
