@@ -7,15 +7,19 @@ linux-headers-amd64 (the headers vballoon.ko is built against), so our module an
 in-tree virtio_balloon run in exactly the kernel they were built for.
 
 Steps, each cached in the work folder (default tests/guest/.work, or $VBALLOON_GUEST_WORK):
-  1. the kernel version: newest /usr/src/linux-headers-*-amd64 (or $VBALLOON_KVER);
-  2. `apt-get download linux-image-<ver>-amd64` and `dpkg -x` it (kept per version);
-  3. the ELF vmlinux, decompressed from the XZ stream inside the bzImage (an ELF boots
-     through PVH and skips 3-7 s of in-guest decompression under TCG);
+  1. the kernel version: newest /usr/src/linux-headers-*-amd64 (or $VBALLOON_KVER, or the
+     version in $VBALLOON_KDIR's name);
+  2. `apt-get download linux-image-<ver>` and `dpkg -x` it (kept per version), with the
+     machine's apt, or with ci/trixie-apt.sh for headers ci/install-kernel.sh took from
+     Debian 13 (their .vballoon-unpacked says so); on 7.x linux-image-<ver> is a meta
+     package and its linux-binary, linux-modules and linux-base packages are unpacked;
+  3. the ELF vmlinux, decompressed from the XZ or zstd stream inside the bzImage (an ELF
+     boots through PVH and skips 3-7 s of in-guest decompression under TCG);
   4. `depmod` on the unpacked modules, whose modules.dep gives the load order;
   5. a static memory hog (hog.c) and the migration workloads (vbwork.c with the simulator's
      own generator, device-sim/migration/workload_generator.c) built with `gcc -static`,
      keyed by their sources' hash;
-  6. a gzip'd newc initramfs: busybox-static, /init, the virtio modules, the in-tree
+  6. a gzip'd newc initramfs: busybox-static, /init, the virtio modules not built in, the in-tree
      virtio_balloon.ko, the hog, vbwork and, when given, vballoon.ko; keyed by the hash of everything
      that goes in, so a rebuilt vballoon.ko gives a new image and an unchanged one is reused.
 
@@ -104,8 +108,53 @@ def headers_kernel_version() -> str:
 
 def headers_dir(kver: str) -> str:
     """The headers vballoon.ko is built against: $VBALLOON_KDIR (a tree unpacked elsewhere,
-    e.g. by ci/install-kernel-6.12.sh), else the installed package's folder."""
+    e.g. by ci/install-kernel.sh), else the installed package's folder."""
     return os.environ.get("VBALLOON_KDIR") or f"/usr/src/linux-headers-{kver}"
+
+
+# Where ci/install-kernel.sh unpacks headers, and its record of where they came from.
+KERNELS_DIR = "/var/cache/vballoon/kernels"
+HEADERS_STAMP = ".vballoon-unpacked"
+TRIXIE_APT = os.path.join(REPO_ROOT, "ci", "trixie-apt.sh")
+
+
+def headers_record(kver: str) -> dict[str, str]:
+    """What ci/install-kernel.sh wrote into the headers tree of kver ($VBALLOON_KDIR, else a
+    tree under $VB_KERNELS or /var/cache/vballoon/kernels): `apt` (host or trixie: which apt
+    has the matching image) and `version`. Empty for installed headers and for trees
+    unpacked before the file said anything, which came from the machine's apt."""
+    name = f"linux-headers-{kver}"
+    dirs = []
+    kdir = os.environ.get("VBALLOON_KDIR")
+    if kdir and os.path.basename(kdir.rstrip("/")) == name:
+        dirs.append(kdir)
+    base = glob.escape(os.environ.get("VB_KERNELS", KERNELS_DIR))
+    for depth in ("*", "*/*"):
+        dirs += sorted(glob.glob(os.path.join(base, depth, "usr", "src", glob.escape(name))))
+    for d in dirs:
+        try:
+            with open(os.path.join(d, HEADERS_STAMP)) as f:
+                return dict(line.strip().split("=", 1) for line in f if "=" in line)
+        except FileNotFoundError:
+            continue
+    return {}
+
+
+def kernel_apt_origin(kver: str) -> str:
+    """"host" (the machine's apt) or "trixie" (ci/trixie-apt.sh): where kver's image is."""
+    return headers_record(kver).get("apt", "host")
+
+
+def build_hint(kver: str) -> str:
+    """How to build vballoon.ko for kver, for error messages."""
+    hdr = headers_dir(kver)
+    if kernel_apt_origin(kver) == "trixie":
+        out = os.path.join(REPO_ROOT, "build-kmod", kver)
+        return (f"`{REPO_ROOT}/ci/in-trixie-root.sh env KDIR={hdr} "
+                f"{REPO_ROOT}/driver/linux/build-module.sh --out {out}` (Debian 13 built these "
+                f"headers with gcc-14, which Debian 12 lacks, and their kbuild tools need "
+                f"Debian 13's glibc) and VBALLOON_KO={out}/vballoon.ko")
+    return f"`make -C {hdr} M={REPO_ROOT}`"
 
 
 def sha256_file(path: str) -> str:
@@ -143,22 +192,78 @@ def _atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
 # Kernel: download, unpack, vmlinux, depmod
 
 
-def _download_first(pkgs: list[str], where: str) -> list[str]:
-    """apt-get download the first of pkgs that has a candidate; its .deb files in where."""
-    def attempt() -> list[str]:
-        errors = []
-        for pkg in pkgs:
-            try:
-                # apt-get download writes into the current directory.
-                _run(["apt-get", "download", "-q", pkg], cwd=where)
-            except ImageError as e:
-                errors.append(str(e))
-                continue
-            debs = glob.glob(os.path.join(where, f"{pkg}_*.deb"))
-            if not debs:
-                raise ImageError(f"apt-get download {pkg} produced no .deb in {where}")
+def _apt(origin: str, tool: str) -> list[str]:
+    return [tool] if origin == "host" else [TRIXIE_APT, tool]
+
+
+def _download(alternatives: list[str], where: str, origin: str) -> list[str]:
+    """apt-get download the first of alternatives (NAME or NAME=VERSION) apt has; its .deb
+    files in where."""
+    errors = []
+    for spec in alternatives:
+        name = spec.split("=")[0]
+        try:
+            # apt-get download writes into the current directory.
+            _run(_apt(origin, "apt-get") + ["download", "-q", spec], cwd=where)
+        except ImageError as e:
+            errors.append(str(e))
+            continue
+        debs = glob.glob(os.path.join(glob.escape(where), f"{glob.escape(name)}_*.deb"))
+        if not debs:
+            raise ImageError(f"apt-get download {spec} produced no .deb in {where}")
+        return debs
+    raise ImageError("\n".join(errors))
+
+
+def _cached(names: list[str], where: str) -> list[str]:
+    for name in names:
+        debs = glob.glob(os.path.join(glob.escape(where), f"{glob.escape(name)}_*.deb"))
+        if debs:
             return debs
-        raise ImageError("\n".join(errors))
+    return []
+
+
+def _image_parts(deb: str, kver: str) -> list[str]:
+    """NAME=VERSION of the packages a meta linux-image (7.x) depends on for the kernel
+    itself: linux-binary-<kver> (vmlinuz), linux-modules-<kver>, linux-base-<kver> (config,
+    modules.builtin). Pinned to the versions it names: parts of another build would not
+    load into its kernel. Empty for an image that holds the kernel (6.1, 6.12)."""
+    depends = _run(["dpkg-deb", "-f", deb, "Depends"]).stdout
+    part = re.compile(rf"(linux-(?:binary|modules|base)-{re.escape(kver)})"
+                      r"\s*(?:\(\s*=\s*([^)\s]+)\s*\))?")
+    found = []
+    for group in depends.split(","):
+        m = part.fullmatch(group.strip())
+        if m:
+            found.append(f"{m.group(1)}={m.group(2)}" if m.group(2) else m.group(1))
+    return found
+
+
+def _kernel_debs(kver: str, where: str, origin: str) -> list[str]:
+    """The .deb files that hold kver's kernel and modules, downloaded into where (cached)."""
+    # The signed image (linux-signed-amd64) can lag a security release of the kernel by
+    # days, while the headers and the unsigned image of the same build are out: the unsigned
+    # package holds the same kernel and modules, and QEMU boots it directly. On 7.x the
+    # signed part is linux-binary (linux-binary-unsigned beside it), under the meta package.
+    image = [f"linux-image-{kver}", f"linux-image-{kver}-unsigned"]
+    split = [[f"linux-binary-{kver}", f"linux-binary-unsigned-{kver}"],
+             [f"linux-modules-{kver}"], [f"linux-base-{kver}"]]
+
+    def fetch(alternatives: list[str]) -> list[str]:
+        return (_cached([a.split("=")[0] for a in alternatives], where)
+                or _download(alternatives, where, origin))
+
+    def attempt() -> list[str]:
+        try:
+            debs = fetch(image)
+        except ImageError as e:
+            try:
+                return [d for alternatives in split for d in fetch(alternatives)]
+            except ImageError as e2:
+                raise ImageError(f"{e}\n(nor the 7.x parts: {e2})") from None
+        for spec in _image_parts(debs[0], kver):
+            debs += fetch([spec])
+        return debs
 
     try:
         return attempt()
@@ -166,36 +271,52 @@ def _download_first(pkgs: list[str], where: str) -> list[str]:
         # Most often the package lists are missing or stale (a fresh container, or the
         # headers moved on): refresh them once if we may, then retry.
         if os.geteuid() != 0:
-            raise ImageError(f"{first}\n(try `apt-get update` first)") from None
-        _run(["apt-get", "update", "-qq"])
+            raise ImageError(f"{first}\n(try `{' '.join(_apt(origin, 'apt-get'))} update` "
+                             "first)") from None
+        _run(_apt(origin, "apt-get") + ["update", "-qq" if origin == "host" else "-q"])
         return attempt()
 
 
+def kernel_dir(kver: str, work: str) -> str:
+    """The cache folder of kver's packages: per apt, since Debian 12 and 13 may one day
+    build a kernel of the same version."""
+    origin = kernel_apt_origin(kver)
+    return os.path.join(work, "kernel", *([] if origin == "host" else [origin]), kver)
+
+
 def unpack_kernel(kver: str, work: str) -> str:
-    """Download and unpack linux-image-<kver>; returns the unpacked root (cached)."""
-    kdir = os.path.join(work, "kernel", kver)
+    """Download and unpack kver's image; returns the unpacked root (cached), laid out as
+    Debian 12's: modules in lib/modules/<kver>, the bzImage at boot/vmlinuz-<kver>."""
+    kdir = kernel_dir(kver, work)
     root = os.path.join(kdir, "root")
     stamp = os.path.join(kdir, "unpacked.stamp")
     # `make M=<repo> clean` deletes every *.ko below the repository, this cache included:
     # check a module we need is still there, else unpack again (the .deb is kept).
     # (6.12's modules are xz-compressed: virtio_balloon.ko.xz)
-    sentinel = os.path.join(root, "lib", "modules", kver, "kernel", "drivers", "virtio",
-                            f"{INTREE_BALLOON_MODULE}.ko*")
+    sentinel = os.path.join(glob.escape(root), "lib", "modules", glob.escape(kver), "kernel",
+                            "drivers", "virtio", f"{INTREE_BALLOON_MODULE}.ko*")
     if os.path.exists(stamp) and glob.glob(sentinel):
         return root
     os.makedirs(kdir, exist_ok=True)
-    # The signed image (linux-signed-amd64) can lag a security release of the kernel by
-    # days, while the headers and the unsigned image of the same build are out: the unsigned
-    # package holds the same kernel and modules, and QEMU boots it directly.
-    pkgs = [f"linux-image-{kver}", f"linux-image-{kver}-unsigned"]
-    debs = [d for pkg in pkgs for d in glob.glob(os.path.join(kdir, f"{pkg}_*.deb"))]
-    if not debs:
-        debs = _download_first(pkgs, kdir)
+    debs = _kernel_debs(kver, kdir, kernel_apt_origin(kver))
     if os.path.isdir(root):
         shutil.rmtree(root)
-    _run(["dpkg", "-x", debs[0], root])
+    for deb in debs:
+        _run(["dpkg", "-x", deb, root])
+    # Debian 13's packages put modules (and on 7.x the bzImage, as lib/modules/<kver>/vmlinuz)
+    # under usr/lib, which is /lib on a merged-/usr system: the same links here, so depmod
+    # and every path below (and the tests' own) see one layout.
+    if not os.path.lexists(os.path.join(root, "lib")):
+        os.symlink("usr/lib", os.path.join(root, "lib"))
+    bzimage = os.path.join(root, "boot", f"vmlinuz-{kver}")
+    if not os.path.lexists(bzimage):
+        if not os.path.isfile(os.path.join(root, "lib", "modules", kver, "vmlinuz")):
+            raise ImageError(f"no kernel in {', '.join(map(os.path.basename, debs))}: neither "
+                             f"boot/vmlinuz-{kver} nor lib/modules/{kver}/vmlinuz")
+        os.makedirs(os.path.dirname(bzimage), exist_ok=True)
+        os.symlink(f"../lib/modules/{kver}/vmlinuz", bzimage)
     with open(stamp, "w") as f:
-        f.write(os.path.basename(debs[0]) + "\n")
+        f.write("".join(os.path.basename(d) + "\n" for d in debs))
     return root
 
 
@@ -232,7 +353,7 @@ def extract_vmlinux_bytes(bzimage: bytes) -> bytes:
 
 def vmlinux_path(kver: str, work: str) -> str:
     root = unpack_kernel(kver, work)
-    out = os.path.join(work, "kernel", kver, "vmlinux")
+    out = os.path.join(kernel_dir(kver, work), "vmlinux")
     if not os.path.exists(out):
         with open(os.path.join(root, "boot", f"vmlinuz-{kver}"), "rb") as f:
             _atomic_write(out, extract_vmlinux_bytes(f.read()))
@@ -465,8 +586,7 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None,
         magic = module_info(vballoon_ko, "vermagic").split()
         if not magic or magic[0] != kver:
             raise ImageError(f"{vballoon_ko} was built for kernel {magic[0] if magic else '?'}, "
-                             f"the guest runs {kver}: rebuild it with "
-                             f"make -C {headers_dir(kver)} M={REPO_ROOT}")
+                             f"the guest runs {kver}: rebuild it with {build_hint(kver)}")
         names = [d for d in module_info(vballoon_ko, "depends").split(",") if d]
         vb_deps = [p for p in module_load_order(mdir, names) if p not in base] if names else []
 
@@ -557,12 +677,10 @@ def default_vballoon_ko() -> str:
 
 def missing_vballoon_message(path: str) -> str:
     try:
-        kver = headers_kernel_version()
-        hdr = headers_dir(kver)
+        how = build_hint(headers_kernel_version())
     except ImageError:
-        hdr = "/usr/src/linux-headers-<version>-amd64"
-    return (f"vballoon.ko not found at {path}: build it with "
-            f"`make -C {hdr} M={REPO_ROOT}` (or point VBALLOON_KO at it)")
+        how = f"`make -C /usr/src/linux-headers-<version>-amd64 M={REPO_ROOT}`"
+    return f"vballoon.ko not found at {path}: build it with {how} (or point VBALLOON_KO at one)"
 
 
 def main(argv=None) -> int:
