@@ -69,6 +69,8 @@ copy_headers() {
 	for link in "$headers"/*; do
 		[ -L "$link" ] && ln -sfn "$(readlink -f "$KDIR/$(basename "$link")")" "$link"
 	done
+	# From 6.13 Debian's arch Makefile names its own folder as the output tree: the copy's.
+	sed -i "s|^KBUILD_OUTPUT=.*|KBUILD_OUTPUT=$headers|" "$headers/Makefile"
 	return 0
 }
 

@@ -106,7 +106,7 @@ static inline gfp_t vb_balloon_gfp_mask(void)
 #endif
 }
 
-#ifdef VB_BALLOON_MIGRATION
+#if defined(VB_BALLOON_MIGRATION) && !defined(VB_BALLOON_API_2026)
 /*
  * After a migration the old page stops being a balloon page. balloon_page_finalize()
  * replaced balloon_page_delete(), which also took the page off the list unless it was
@@ -122,6 +122,9 @@ static inline void vb_balloon_page_finalize(struct page *page)
 	balloon_page_delete(page);
 #endif
 }
+#endif
+
+#ifdef VB_BALLOON_MIGRATION
 
 /*
  * The host holds the new page instead of the old one: the new page joins the balloon list.
