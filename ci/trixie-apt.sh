@@ -12,9 +12,13 @@
 # would act on the real root with an empty status, so this script refuses it).
 #
 # The suites come from the mirrors of the machine's own bookworm and bookworm-security
-# entries, verified with Debian 12's debian-archive-keyring (2023.3+deb12u1 and later carry
-# trixie's archive and release keys). The lists are fetched on the first call; later calls
-# use them as they are: `trixie-apt.sh apt-get update` refreshes them.
+# entries, verified with Debian 12's debian-archive-keyring: trixie's Release files are signed
+# with the archive keys of 12 and 13 (and trixie's also with the 13 release key), and
+# 2023.3+deb12u2 (a bookworm stable update, April 2025) added the trixie keys. A keyring
+# older than that still verifies them by the bookworm key until the archive stops signing
+# with it; `apt-get install debian-archive-keyring` from bookworm brings the newer one.
+# The lists are fetched on the first call; later calls use them as they are:
+# `trixie-apt.sh apt-get update` refreshes them.
 #
 # The same configuration by hand: apt-get -c $VB_TRIXIE_APT/apt.conf ...
 set -eu
