@@ -209,6 +209,17 @@ BENCHMARK(BM_Harvest<true>)->Arg(0)->Arg(10)->Arg(100)->Unit(benchmark::kMicrose
 BENCHMARK(BM_HarvestWhileWriting<false>)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_HarvestWhileWriting<true>)->Unit(benchmark::kMicrosecond);
 
+// Whether a run measured nothing (it failed or was skipped). Google Benchmark 1.8 replaced
+// Run::error_occurred (Debian 12 has 1.7) with Run::skipped (Debian 13 has 1.9), whose zero
+// is NotSkipped; this builds against both.
+template <typename BenchmarkRun> bool measured_nothing(const BenchmarkRun& run)
+{
+	if constexpr (requires { run.skipped; })
+		return run.skipped != decltype(run.skipped){};
+	else
+		return run.error_occurred;
+}
+
 // Keeps every run's CPU time per item (per iteration for harvests) to print the ratios at
 // the end. CPU time, not wall time: the machine is shared, and wall time counts the rest.
 class RatioReporter : public benchmark::ConsoleReporter
@@ -217,7 +228,7 @@ public:
 	void ReportRuns(const std::vector<Run>& runs) override
 	{
 		for (const Run& run : runs)
-			if (run.run_type == Run::RT_Iteration && !run.error_occurred)
+			if (run.run_type == Run::RT_Iteration && !measured_nothing(run))
 				ns_[run.benchmark_name()] = run.GetAdjustedCPUTime() /
 							    benchmark::GetTimeUnitMultiplier(run.time_unit) * 1e9 /
 							    (run.benchmark_name().find("Harvest") == std::string::npos
