@@ -114,4 +114,23 @@ modprobe_dep=$(grep -c "updates/dkms/vballoon.ko" "/lib/modules/$kver/modules.de
 
 dkms remove "vballoon/$version" --all
 [ ! -e "$ko" ] || { echo "dkms-build: dkms remove left $ko" >&2; exit 1; }
+
+# A kernel without the balloon page list is skipped, not failed: dkms.conf's
+# BUILD_EXCLUSIVE_CONFIG, tried on a copy of the same headers whose configuration lacks it
+# (.config, which dkms 3.0 reads, and include/config/auto.conf, which 3.2 reads). DKMS says
+# so and exits 77.
+dkms add "$work/vballoon" >/dev/null
+cp -a "$(readlink -f "$kdir")" "$work/no-balloon"
+sed -i -E '/^CONFIG_(MEMORY_)?BALLOON=/d' "$work/no-balloon/.config" \
+	"$work/no-balloon/include/config/auto.conf"
+status=0
+dkms build "vballoon/$version" -k "$kver" --kernelsourcedir="$work/no-balloon" \
+	>"$work/excluded.log" 2>&1 || status=$?
+if [ $status != 77 ] || ! grep -q BUILD_EXCLUSIVE "$work/excluded.log"; then
+	cat "$work/excluded.log" >&2
+	echo "dkms-build: a kernel without CONFIG_(MEMORY_)BALLOON was not skipped (exit $status)" >&2
+	exit 1
+fi
+dkms remove "vballoon/$version" --all >/dev/null
+echo "dkms-build: a kernel without the balloon page list is skipped: $(grep -o 'includes a BUILD_EXCLUSIVE.*' "$work/excluded.log")"
 echo "dkms-build: add, build, install and remove of vballoon/$version for $kver: OK"
