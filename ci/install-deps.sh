@@ -10,7 +10,9 @@
 # for the second kernel of the matrix, Debian's 6.12: pahole (module BTF), zstd (its
 # bzImage), and its headers, unpacked by ci/install-kernel-6.12.sh; the patched QEMU's build
 # (qemu/build-patched-qemu.sh: dpkg-dev for apt-get source, meson, pkg-config,
-# python3-setuptools, glib, pixman, libfdt; the script adds the deb-src entry it needs).
+# python3-setuptools, glib, pixman, libfdt; the script adds the deb-src entry it needs); the
+# Debian 13 root that builds with Debian 13's gcc-14, glibc and pahole (mmdebstrap,
+# ci/trixie-root.sh).
 #
 # Idempotent and quiet: when every package is already installed and the 6.12 headers are
 # unpacked it does nothing, not even `apt-get update`. Needs root (or sudo) only when
@@ -50,6 +52,7 @@ python3-setuptools
 libglib2.0-dev
 libpixman-1-dev
 libfdt-dev
+mmdebstrap
 "
 
 kernel_6_12() {
