@@ -13,15 +13,21 @@
 #      the migration model's mutants, which `vballoon-sim compare` itself must catch
 #   6. the libFuzzer targets: built (clang, ASan + UBSan), every regression replayed, each
 #      target run for 60 s (ci/fuzz.sh; tests/fuzz/README.md)
-#   7. the kernel module against Debian 12's 6.1 and Debian's 6.12 (ci/kernel-matrix.sh):
-#      W=1 without a warning, module BTF where the kernel generates it (6.12), and the
-#      variants of driver/linux/check-variants.sh (no compaction, no reporting, an unknown
-#      balloon API refused) for both
-#   8. the QEMU guest suite, our module next to the in-tree driver: every test on 6.1, and
-#      the kernel matrix's selection ($KERNEL_MATRIX_TESTS, our module) on Debian's 6.12; then
+#   7. the kernel module against every line of the matrix (ci/kernel-matrix.sh): Debian 12's
+#      6.1 and Debian's 6.12 with gcc-12, Debian 13's 6.12 and trixie-backports' 7.x (the
+#      2026 balloon API) with g++-14 in a Debian 13 root (ci/trixie-root.sh, cached): W=1
+#      without a warning, module BTF where the kernel generates it, and the variants of
+#      driver/linux/check-variants.sh (no migration, no reporting, unknown balloon APIs
+#      refused) for each
+#   8. the userspace (core, simulator, tests) built with Debian 13's g++-14 in that root,
+#      and its ctest run once there
+#   9. the QEMU guest suite, our module next to the in-tree driver: every test on 6.1; then
 #      Debian's QEMU 7.2 built with qemu/patches (qemu/build-patched-qemu.sh, cached) and
-#      the chunked tests against it on 6.1 (-m patched_qemu)
-#   9. DKMS from a clean clone, for both kernels
+#      the chunked tests against it on 6.1 (-m patched_qemu); then side by side (two TCG
+#      guests fit on two cores) the kernel matrix's selection on Debian's 6.12
+#      ($KERNEL_MATRIX_TESTS, our module) and on 7.x ($KERNEL_7_TESTS, both drivers)
+#  10. DKMS from a clean clone, for every line: 6.1 and 6.12 on the machine, Debian 13's 6.12
+#      and 7.x in the Debian 13 root (its dkms 3.2)
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -64,8 +70,12 @@ ci/compare_mutants.sh
 step "fuzzers: regressions and 60 s per target"
 ci/fuzz.sh 60
 
-step "kernel module: 6.1 and 6.12, W=1, module BTF, variants"
-kdir612=$(ci/kernel-matrix.sh)
+step "kernel module: 6.1, 6.12 (gcc-12), Debian 13's 6.12 and 7.x (g++-14, Debian 13 root), W=1, module BTF, variants"
+. "$(ci/kernel-matrix.sh)"
+
+step "userspace built with g++-14 in the Debian 13 root, and its tests"
+ci/build.sh gcc14
+ci/in-trixie-root.sh ctest --test-dir build-gcc14 --output-on-failure -j "$(nproc)"
 
 step "QEMU guest suite (6.1)"
 # Debian's interpreter, which has python3-pytest, whatever else is first on PATH.
@@ -92,11 +102,48 @@ or test_reporting_hands_freed_memory_back_to_host \
 or test_live_code_patching_survives_static_key_flips \
 or test_hinted_blocks_come_back_under_memory_pressure \
 or test_modprobe_binds_the_installed_module_and_the_balloon_works"
-step "QEMU guest suite (6.12: $(basename "$kdir612"))"
-VBALLOON_KDIR=$kdir612 VBALLOON_KO="$PWD/build-kmod/6.12/vballoon.ko" \
-	/usr/bin/python3 -m pytest tests/guest -v --durations=15 -k "($KERNEL_MATRIX_TESTS) and not in-tree"
+# On 7.x, the 2026 balloon API, both drivers: Linux's own is the reference for what the
+# changed contract looks like (MemTotal, Balloon:, the host's actual, a quiet dmesg after
+# compaction passes over an inflated balloon), ours must match it; refused deflates under
+# compaction (ours only: the fault is injected through its debugfs), hinting, reporting, a
+# device that breaks mid-round, data integrity and load/unload cycles. The install lines
+# are DKMS's, in the Debian 13 root below. About 6.5 min.
+KERNEL_7_TESTS="test_driver_binds_to_balloon_device or test_inflate_to_half_then_deflate \
+or test_target_above_ram_deflates_everything or test_guest_stats_present_and_plausible \
+or test_deflate_on_oom_lets_allocation_succeed \
+or test_compaction_migrates_balloon_pages_and_accounting_balances \
+or test_refused_deflates_under_compaction_stay_off_the_list \
+or test_rmmod_while_inflated_returns_every_page or test_hinting_shrinks_migration \
+or test_reporting_hands_freed_memory_back_to_host \
+or test_hinted_blocks_come_back_under_memory_pressure \
+or test_device_broken_mid_round_stops_it_and_every_block_comes_back \
+or test_load_unload_cycles_leak_nothing or test_patterned_memory_survives_inflate_deflate_cycles"
+step "QEMU guest suites side by side: 6.12 ($(basename "$KDIR_6_12"), our module) and 7.x ($(basename "$KDIR_7"), both drivers)"
+# The 7.x run has a guest work folder of its own (images, console logs) and no pytest cache,
+# so the two runs share nothing; its output follows the 6.12 run's.
+log7=$(mktemp)
+VBALLOON_KDIR=$KDIR_7 VBALLOON_KO="$PWD/build-kmod/7/vballoon.ko" \
+	VBALLOON_GUEST_WORK="$PWD/tests/guest/.work-7" \
+	/usr/bin/python3 -m pytest tests/guest -v -p no:cacheprovider --durations=15 \
+	-k "$KERNEL_7_TESTS" >"$log7" 2>&1 &
+pid7=$!
+status612=0
+VBALLOON_KDIR=$KDIR_6_12 VBALLOON_KO="$PWD/build-kmod/6.12/vballoon.ko" \
+	/usr/bin/python3 -m pytest tests/guest -v --durations=15 \
+	-k "($KERNEL_MATRIX_TESTS) and not in-tree" || status612=$?
+status7=0
+wait "$pid7" || status7=$?
+step "QEMU guest suite (7.x: $(basename "$KDIR_7")), run beside 6.12's"
+cat "$log7"
+rm -f "$log7"
+[ "$status612" = 0 ] && [ "$status7" = 0 ] || {
+	echo "guest suites: 6.12 exited $status612, 7.x exited $status7" >&2
+	exit 1
+}
 
-step "kernel module packaged with DKMS (clean clone; add, build, install, remove): 6.1, 6.12"
+step "kernel module packaged with DKMS (clean clone; add, build, install, remove): 6.1, 6.12; Debian 13's 6.12 and 7.x in the Debian 13 root"
 ci/dkms-build.sh
-VB_DKMS_KDIR=$kdir612 ci/dkms-build.sh
+VB_DKMS_KDIR=$KDIR_6_12 ci/dkms-build.sh
+ci/in-trixie-root.sh env VB_DKMS_KDIR="$KDIR_6_12_TRIXIE" ci/dkms-build.sh
+ci/in-trixie-root.sh env VB_DKMS_KDIR="$KDIR_7" ci/dkms-build.sh
 step "done"

@@ -131,8 +131,7 @@ static inline void vb_balloon_page_finalize(struct page *page)
  * Up to 6.x the driver does it, under the list's lock and with the balloon's own reference;
  * from 7.0 mm does it after migratepage returns.
  */
-static inline void vb_balloon_migrated_insert(struct balloon_dev_info *info,
-					      struct page *newpage)
+static inline void vb_balloon_migrated_insert(struct balloon_dev_info *info, struct page *newpage)
 {
 #ifndef VB_BALLOON_API_2026
 	unsigned long flags;

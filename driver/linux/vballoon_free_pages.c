@@ -363,8 +363,8 @@ int vballoon_free_pages_init(struct vballoon_dev *vb)
 	 * config interrupt, whose caches hold the id, rather than wait for an unbound worker.
 	 */
 	vb->hint_wq = alloc_workqueue("vballoon-hint-%s",
-				      WQ_FREEZABLE | WQ_HIGHPRI | WQ_CPU_INTENSIVE | VB_WQ_PERCPU, 0,
-				      dev_name(&vb->vdev->dev));
+				      WQ_FREEZABLE | WQ_HIGHPRI | WQ_CPU_INTENSIVE | VB_WQ_PERCPU,
+				      0, dev_name(&vb->vdev->dev));
 	return vb->hint_wq ? 0 : -ENOMEM;
 }
 

@@ -309,7 +309,9 @@ static void vballoon_release_after_reset(struct vballoon_dev *vb)
 		msleep(VBALLOON_RELEASE_RETRY_MS);
 		waited_ms += VBALLOON_RELEASE_RETRY_MS;
 		if (waited_ms % VBALLOON_RELEASE_REPORT_MS == 0)
-			dev_warn(&vb->vdev->dev, "%llu pages still isolated by compaction after %lu s; waiting for them\n",
+			dev_warn(&vb->vdev->dev,
+				 "%llu pages still isolated by compaction after %lu s; waiting for "
+				 "them\n",
 				 vballoon_core_balloon_pfns(vb->core), waited_ms / 1000);
 	}
 }

@@ -33,9 +33,8 @@
  * no warning when there is none, no emergency reserves. Movable, like balloon_page_alloc(),
  * so the pages stay where compaction can move them.
  */
-#define VB_OS_GFP_BLOCK                                                     \
-	((vb_balloon_gfp_mask() & ~__GFP_RECLAIM) | __GFP_NORETRY |         \
-	 __GFP_NOWARN | __GFP_NOMEMALLOC)
+#define VB_OS_GFP_BLOCK                                                                            \
+	((vb_balloon_gfp_mask() & ~__GFP_RECLAIM) | __GFP_NORETRY | __GFP_NOWARN | __GFP_NOMEMALLOC)
 /*
  * A free page hint block, as virtio_balloon takes one (get_free_page_and_send()): no
  * reclaim, no retries, no warning, no reserves, and unmovable: nothing can migrate it while
@@ -543,8 +542,10 @@ uint64_t vb_os_free_pages_kept(void)
 			if (!populated_zone(zone))
 				continue;
 			for (j = zid; j < MAX_NR_ZONES; j++)
-				reserve = max(reserve, (unsigned long)READ_ONCE(zone->lowmem_reserve[j]));
-			high = READ_ONCE(zone->_watermark[WMARK_HIGH]) + READ_ONCE(zone->watermark_boost);
+				reserve = max(reserve,
+					      (unsigned long)READ_ONCE(zone->lowmem_reserve[j]));
+			high = READ_ONCE(zone->_watermark[WMARK_HIGH]) +
+			       READ_ONCE(zone->watermark_boost);
 			kept += min(high + reserve, zone_managed_pages(zone));
 		}
 	}
