@@ -398,8 +398,12 @@ void SimOs::vlog(vb::LogLevel level, const char* fmt, va_list args)
 {
 	if (level <= vb::LogLevel::kWarning)
 		counters_.warnings_logged++;
-	if (verbose_ || level == vb::LogLevel::kError)
+	if (verbose_ || level == vb::LogLevel::kError) {
+		// The core's messages carry no prefix (the kernel's dev_err() puts the driver's
+		// and the device's names in front): say whose they are among the simulator's.
+		fputs("vballoon: ", stderr);
 		vfprintf(stderr, fmt, args);
+	}
 }
 
 void SimOs::check_reuse(uint64_t first_pfn, uint64_t count)

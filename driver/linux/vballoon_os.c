@@ -618,20 +618,16 @@ bool vb_os_try_lock(struct vballoon_dev *dev)
 }
 
 /*
- * The core's messages, as the device's own: dev_err() and friends, and debug messages
- * through dev_dbg(), which dynamic debug switches on
+ * The core's messages, as the device's own: dev_err() and friends, which put the driver's
+ * and the device's names in front (the core's messages carry no prefix of their own), and
+ * debug messages through dev_dbg(), which dynamic debug switches on
  * (echo 'module vballoon +p' > /sys/kernel/debug/dynamic_debug/control).
  */
 void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, va_list args)
 {
-	static const char prefix[] = KBUILD_MODNAME ": ";
 	struct device *device = &dev->vdev->dev;
 	struct va_format vaf;
 	va_list copy;
-
-	/* Some core messages carry the prefix already; dev_*() adds the driver's name. */
-	if (!strncmp(fmt, prefix, sizeof(prefix) - 1))
-		fmt += sizeof(prefix) - 1;
 
 	/* A va_list parameter is a pointer in disguise on x86-64: %pV needs a real one. */
 	va_copy(copy, args);

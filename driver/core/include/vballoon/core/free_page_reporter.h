@@ -88,7 +88,7 @@ bool FreePageReporter<Os>::report_free_pages(const PageRun* runs, size_t count,
 		if (runs[i].count == 0 || bytes > 0xffffffffull ||
 		    runs[i].first_pfn > (~0ull >> traits_.page_shift)) {
 			counters_.report_failures.add(1);
-			log_to(os_, LogLevel::kError, "vballoon: a reported run does not fit a descriptor\n");
+			log_to(os_, LogLevel::kError, "a reported run does not fit a descriptor\n");
 			return false;
 		}
 		in[i] = {runs[i].first_pfn << traits_.page_shift, static_cast<uint32_t>(bytes)};

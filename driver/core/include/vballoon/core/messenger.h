@@ -352,7 +352,7 @@ void Messenger<Os>::take(Outbox& box, void* token, uint32_t len, OnAcknowledged&
 		counters_.foreign_used_buffers.add(1);
 		if (foreign_log_.allow())
 			log_to(os_, LogLevel::kWarning,
-			       "vballoon: device returned a buffer it was not given on queue %u "
+			       "device returned a buffer it was not given on queue %u "
 			       "(%llu times)\n",
 			       static_cast<unsigned>(queue),
 			       static_cast<unsigned long long>(foreign_log_.occurrences()));
@@ -389,7 +389,7 @@ template <BalloonOs Os> HostReply Messenger<Os>::close(Outbox& box)
 		counters_.queue_failures.add(1);
 		if (refused_log_.allow())
 			log_to(os_, LogLevel::kError,
-			       "vballoon: queue %u has %u descriptors, a message needs %u (%llu times)\n",
+			       "queue %u has %u descriptors, a message needs %u (%llu times)\n",
 			       static_cast<unsigned>(queue), ring_size(queue),
 			       descriptors_per_message(queue, 1),
 			       static_cast<unsigned long long>(refused_log_.occurrences()));
@@ -397,7 +397,7 @@ template <BalloonOs Os> HostReply Messenger<Os>::close(Outbox& box)
 		counters_.queue_failures.add(1);
 		if (refused_log_.allow())
 			log_to(os_, LogLevel::kError,
-			       "vballoon: queue %u: %llu of %llu pages not acknowledged (%s, %llu "
+			       "queue %u: %llu of %llu pages not acknowledged (%s, %llu "
 			       "times)\n",
 			       static_cast<unsigned>(queue),
 			       static_cast<unsigned long long>(box.total_pages - box.sent_pages +

@@ -155,7 +155,8 @@ template <class T, class U> concept same_type = __is_same(T, U);
 // Memory statistics: memory_stats(&stats).
 // Locking: lock(), unlock(), try_lock() for the balloon lock (a sleeping lock).
 // Logging: vlog(level, fmt, args) with printf formats common to printk and libc
-//   (%s %u %d %x %llu %llx).
+//   (%s %u %d %x %llu %llx). Messages carry no prefix: the OS says whose they are (in
+//   Linux dev_err() and friends name the driver and the device).
 template <class Os>
 concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, PageRun run,
 			     PageRun* runs, const Segment* segments, uint32_t* len, MemoryStats* stats,

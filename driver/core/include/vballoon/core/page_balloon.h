@@ -210,7 +210,7 @@ template <BalloonOs Os> bool PageBalloon<Os>::prepare()
 		// Primed with real values: a device may read them before it ever asks.
 		Segment out = {os_.phys_addr(stats_), stats_count_ * VB_STAT_ENTRY_BYTES};
 		if (!VB_MUTANT(STATS03_NO_PRIMING_BUFFER) && !os_.queue_add(QueueKind::kStats, &out, 1, nullptr, 0, stats_)) {
-			log_to(os_, LogLevel::kError, "vballoon: statsq refused the stats buffer\n");
+			log_to(os_, LogLevel::kError, "statsq refused the stats buffer\n");
 			return false;
 		}
 		if (VB_MUTANT(STATS02_TWO_BUFFERS_OUTSTANDING))

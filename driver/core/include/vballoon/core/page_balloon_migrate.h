@@ -51,11 +51,11 @@ template <BalloonOs Os> bool PageBalloon<Os>::migrate_page(uint64_t old_pfn, uin
 		// so only a reset of the device can settle that. Say so.
 		if (migration_log_.allow())
 			log_to(os_, LogLevel::kError,
-			    "vballoon: migration of page %#llx failed; the host holds page %#llx "
-			    "until the device is reset (%llu times)\n",
-			    static_cast<unsigned long long>(old_pfn),
-			    static_cast<unsigned long long>(new_pfn),
-			    static_cast<unsigned long long>(migration_log_.occurrences()));
+			       "migration of page %#llx failed; the host holds page %#llx "
+			       "until the device is reset (%llu times)\n",
+			       static_cast<unsigned long long>(old_pfn),
+			       static_cast<unsigned long long>(new_pfn),
+			       static_cast<unsigned long long>(migration_log_.occurrences()));
 		os_.unlock();
 		return false;
 	}
