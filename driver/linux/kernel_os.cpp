@@ -349,6 +349,11 @@ void vballoon_core_hint_stop(vballoon_core* core)
 	balloon(core).hint_stop();
 }
 
+bool vballoon_core_hint_stopping(const vballoon_core* core)
+{
+	return storage(core)->balloon.hint_stopping();
+}
+
 void vballoon_core_hint_device_reset(vballoon_core* core)
 {
 	balloon(core).hint_device_reset();

@@ -75,8 +75,6 @@ struct vballoon_dev {
 	struct list_head hint_blocks;
 	/* NULL unless registered (vb_shrinker_create()). */
 	struct shrinker *hint_shrinker;
-	/* Remove or freeze wants the running round over (vballoon_free_pages_stop()). */
-	bool hint_stopping;
 	/* Hint blocks gathered into descriptor chains (vballoon_hint_batch_*()). */
 	struct vballoon_hint_batch *hint_batch;
 

@@ -374,7 +374,6 @@ void vballoon_free_pages_start(struct vballoon_dev *vb)
 	struct virtio_device *vdev = vb->vdev;
 	int err;
 
-	WRITE_ONCE(vb->hint_stopping, false);
 	if (virtio_has_feature(vdev, VIRTIO_BALLOON_F_FREE_PAGE_HINT)) {
 		vb->hint_shrinker = vb_shrinker_create(vballoon_hint_count, vballoon_hint_scan, vb,
 						       "vballoon-hint-", dev_name(&vdev->dev));
@@ -412,7 +411,6 @@ void vballoon_free_pages_stop(struct vballoon_dev *vb)
 		vb->reporting_registered = false;
 	}
 	/* A running round stops at its next block or wait, rather than run to its end. */
-	WRITE_ONCE(vb->hint_stopping, true);
 	vballoon_core_hint_stop(vb->core);
 	wake_up(&vb->acked);
 	cancel_work_sync(&vb->hint_work);
@@ -427,7 +425,6 @@ void vballoon_free_pages_device_reset(struct vballoon_dev *vb)
 {
 	vballoon_hint_batch_reset(vb);
 	vballoon_core_hint_device_reset(vb->core);
-	WRITE_ONCE(vb->hint_stopping, false);
 }
 
 void vballoon_free_pages_destroy(struct vballoon_dev *vb)

@@ -419,7 +419,7 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 		if (token)
 			return token;
 		/* A broken device returns nothing; remove and freeze want the round over. */
-		if (vballoon_hint_batch_failed(dev) || READ_ONCE(dev->hint_stopping))
+		if (vballoon_hint_batch_failed(dev) || vballoon_core_hint_stopping(dev->core))
 			return NULL;
 		/* The free page queue interrupts only while someone waits (vballoon_init_vqs()). */
 		virtqueue_enable_cb(vq);
@@ -433,7 +433,7 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 		/* A broken queue (the device went away) will never return the buffer. */
 		if (virtqueue_is_broken(vq))
 			break;
-		if (kind == VB_QUEUE_FREE_PAGE && READ_ONCE(dev->hint_stopping))
+		if (kind == VB_QUEUE_FREE_PAGE && vballoon_core_hint_stopping(dev->core))
 			break;
 	}
 	if (kind == VB_QUEUE_FREE_PAGE) {

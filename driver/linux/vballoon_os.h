@@ -6,9 +6,11 @@
  * the C++ side never sees one (kernel headers are not C++). Types are fixed-width, as in
  * spec/include/vballoon/spec/virtio_balloon.h.
  *
- *   vb_os_*         implemented in C (vballoon_main.c, vballoon_os.c), called by the C++
- *                   adapter: what the core needs from the kernel (the vb::BalloonOs contract)
- *   vballoon_core_* implemented in C++ (kernel_os.cpp), called by the C glue: the core's
+ *   vb_os_*         implemented in C (vballoon_os.c; the hint list in
+ *                   vballoon_free_pages.c), called by the C++ adapter (kernel_os.cpp): what
+ *                   the core needs from the kernel (the vb::BalloonOs contract)
+ *   vballoon_core_* implemented in C++ (kernel_os.cpp), called by the C glue
+ *                   (vballoon_main.c, vballoon_free_pages.c, vballoon_os.c): the core's
  *                   entry points, wrapped so that C can hold the core as an opaque pointer
  */
 #ifndef VBALLOON_LINUX_VBALLOON_OS_H
@@ -175,6 +177,8 @@ void vballoon_core_handle_free_page_hint(struct vballoon_core *core);
 uint64_t vballoon_core_hint_held_pages(const struct vballoon_core *core);
 uint64_t vballoon_core_hint_release(struct vballoon_core *core, uint64_t max_pages);
 void vballoon_core_hint_stop(struct vballoon_core *core);
+/* Between hint_stop() and the reset (or restore): a wait on free_page_vq ends. */
+bool vballoon_core_hint_stopping(const struct vballoon_core *core);
 void vballoon_core_hint_device_reset(struct vballoon_core *core);
 
 /* Free page reporting: at most VB_OS_REPORT_RUNS_MAX runs; true once the device acked. */

@@ -463,12 +463,14 @@ TEST(FreePageHint, HintStopEndsARunningRoundUntilTheReset)
 	expect_round_shape(guest.os.free_page_buffers, 0, 21, &end);
 	EXPECT_EQ(end, 1 + 2 + 1u) << "the round closed right after the stop";
 	EXPECT_EQ(guest.balloon.hint_held_pages(), 2 * kBlockPages);
+	EXPECT_TRUE(guest.balloon.hint_stopping()) << "what the OS's wait on free_page_vq reads";
 
 	guest.device_writes(22);
 	guest.handle();
 	EXPECT_EQ(guest.os.free_page_buffers.size(), end) << "a round after the stop";
 
 	guest.balloon.hint_device_reset();
+	EXPECT_FALSE(guest.balloon.hint_stopping());
 	EXPECT_EQ(guest.free_pages(), kGuestPages);
 	guest.os.queues[static_cast<int>(vb::QueueKind::kFreePage)] = {};
 	guest.os.after_hint_insert = nullptr;

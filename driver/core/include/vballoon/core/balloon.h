@@ -124,6 +124,7 @@ public:
 	uint64_t hint_held_pages() const { return hinter_.hint_held_pages(); }
 	uint64_t hint_release(uint64_t max_pages) { return hinter_.hint_release(max_pages); }
 	void hint_stop() { hinter_.hint_stop(); }
+	bool hint_stopping() const { return hinter_.hint_stopping(); }
 	void hint_device_reset() { hinter_.hint_device_reset(); }
 	static constexpr unsigned kHintOrdersBelowLargest = FreePageHinter::kHintOrdersBelowLargest;
 	static constexpr uint64_t kHintReserveShare = FreePageHinter::kHintReserveShare;

@@ -68,6 +68,10 @@ public:
 	// no new one starts, until hint_device_reset(). Any thread; the OS then waits for its
 	// hint work item to finish.
 	void hint_stop() { hint_stop_requested_.set(); }
+	// hint_stop() was called and neither hint_device_reset() nor start() has run since. An
+	// OS whose wait on free_page_vq may already be sleeping when the stop comes ends that
+	// wait when it sees this. Any thread.
+	bool hint_stopping() const { return hint_stop_requested_.get(); }
 	// The device was reset or is going away, and the OS has stopped its hint work item:
 	// the buffers on free_page_vq are gone, and every held block goes back to the guest.
 	void hint_device_reset();
