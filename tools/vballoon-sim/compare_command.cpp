@@ -173,10 +173,7 @@ int run_compare(const CompareArguments& args)
 	setup.max_bandwidth_bytes_per_second = config.max_bandwidth_bytes_per_second;
 	// Every strategy runs --repeat times: each table row is a median, and the summary pairs
 	// run i of zero-detect with run i of hint+zero-detect.
-	auto runs_of = [&args](migration::Strategy) -> unsigned { return args.repeat; };
-	unsigned runs_per_workload = 0;
-	for (migration::Strategy strategy : strategies)
-		runs_per_workload += runs_of(strategy);
+	const size_t runs_per_workload = strategies.size() * args.repeat;
 	std::vector<ComparisonRow> rows;
 	{
 		ProgressBar progress(workloads.size() * runs_per_workload,
@@ -199,7 +196,7 @@ int run_compare(const CompareArguments& args)
 			for (const auto& group : groups) {
 				bool running = false;
 				std::vector<ComparisonRow> runs = run_migrations(
-					ram_bytes, workload, group, config, runs_of,
+					ram_bytes, workload, group, config, args.repeat,
 					[&](migration::Strategy strategy, unsigned run) {
 						if (running)
 							progress.run_finished();

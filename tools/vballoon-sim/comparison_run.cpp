@@ -32,20 +32,17 @@ migration::WorkloadConfig workload_for(migration::WorkloadKind kind, uint64_t ra
 	return migration::workload_for_ram(kind, ram_bytes);
 }
 
-std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
-					  const std::vector<migration::Strategy>& strategies,
-					  const migration::MigrationConfig& base_config,
-					  const std::function<unsigned(migration::Strategy)>& runs_of,
-					  const std::function<void(migration::Strategy, unsigned)>& starting_run,
-					  const migration::ProgressCallback& progress, bool shuffle_free_list,
-					  bool pre_5_10_free_order)
+std::vector<ComparisonRow>
+run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
+	       const std::vector<migration::Strategy>& strategies,
+	       const migration::MigrationConfig& base_config, unsigned runs_per_strategy,
+	       const std::function<void(migration::Strategy, unsigned)>& starting_run,
+	       const migration::ProgressCallback& progress, bool shuffle_free_list,
+	       bool pre_5_10_free_order)
 {
 	std::vector<ComparisonRow> rows;
 	if (strategies.empty())
 		return rows;
-	unsigned repeat = 0;
-	for (migration::Strategy strategy : strategies)
-		repeat = std::max(repeat, runs_of(strategy));
 	auto row_for = [&](migration::Strategy strategy, unsigned run) {
 		ComparisonRow row;
 		row.workload = migration::workload_name(workload);
@@ -57,10 +54,8 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 	};
 	// Every run gets a row: the ones that could not run say why.
 	auto fail_rest = [&](const std::string& why) {
-		for (unsigned run = 0; run < repeat; run++)
+		for (unsigned run = 0; run < runs_per_strategy; run++)
 			for (migration::Strategy strategy : strategies) {
-				if (run >= runs_of(strategy))
-					continue;
 				const bool done = std::any_of(rows.begin(), rows.end(), [&](const ComparisonRow& r) {
 					return r.run == run && r.result.strategy == strategy;
 				});
@@ -119,10 +114,8 @@ std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::Workloa
 			// The guest after a migration is the guest before it (an idle guest got its
 			// hinted pages back at DONE; busy went on): the runs share one prepared guest,
 			// the strategies taking turns so that they see the same host conditions.
-			for (unsigned run = 0; run < repeat; run++) {
+			for (unsigned run = 0; run < runs_per_strategy; run++) {
 				for (migration::Strategy strategy : strategies) {
-					if (run >= runs_of(strategy))
-						continue;
 					if (starting_run)
 						starting_run(strategy, run);
 					// The run waits for reporting to settle (as the real-QEMU runs wait

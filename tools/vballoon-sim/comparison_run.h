@@ -23,18 +23,18 @@ namespace vbsim
 migration::WorkloadConfig workload_for(migration::WorkloadKind kind, uint64_t ram_bytes);
 
 // Migrations of one prepared machine (the guest after a migration is the guest before it):
-// `runs_of(strategy)` runs of each strategy, the strategies taking turns, one row each. The strategies must need the same
-// device features (hinting, reporting). Never throws for a failed run: its row has
-// verified = false and error set. `starting_run` (optional) is told each run before it starts.
-// `shuffle_free_list`: the guest's free lists are shuffled before the workload prepares
-// (WorkloadConfig::shuffle_free_list).
-std::vector<ComparisonRow> run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
-					  const std::vector<migration::Strategy>& strategies,
-					  const migration::MigrationConfig& base_config,
-					  const std::function<unsigned(migration::Strategy)>& runs_of,
-					  const std::function<void(migration::Strategy, unsigned)>& starting_run,
-					  const migration::ProgressCallback& progress,
-					  bool shuffle_free_list = false, bool pre_5_10_free_order = false);
+// `runs_per_strategy` runs of each strategy, the strategies taking turns, one row each. The
+// strategies must need the same device features (hinting, reporting). Never throws for a
+// failed run: its row has verified = false and error set. `starting_run` (optional) is told
+// each run before it starts. `shuffle_free_list`: the guest's free lists are shuffled before
+// the workload prepares (WorkloadConfig::shuffle_free_list).
+std::vector<ComparisonRow>
+run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
+	       const std::vector<migration::Strategy>& strategies,
+	       const migration::MigrationConfig& base_config, unsigned runs_per_strategy,
+	       const std::function<void(migration::Strategy, unsigned)>& starting_run,
+	       const migration::ProgressCallback& progress, bool shuffle_free_list = false,
+	       bool pre_5_10_free_order = false);
 
 } // namespace vbsim
 
