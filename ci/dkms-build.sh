@@ -100,6 +100,15 @@ modinfo -F vermagic "$ko" | grep -q "^$kver " || { echo "dkms-build: not built f
 check alias "virtio:d00000005v*"
 modinfo -F description "$ko" | grep -q . || { echo "dkms-build: no description" >&2; fail=1; }
 modinfo -F kernel_features "$ko" | grep -q . || { echo "dkms-build: no kernel_features" >&2; fail=1; }
+# A DKMS build is what users run: no test hooks (driver/linux/vballoon_test_hooks.h), so no
+# fault-injection knob in modinfo or anywhere in the module.
+[ -z "$(modinfo -F test_hooks "$ko")" ] || { echo "dkms-build: the module has test hooks" >&2; fail=1; }
+case $ko in
+*.xz) knobs=$(xz -dc "$ko" | strings | grep -c 'refuse_deflates\|break_after_hint_blocks\|fail_next_restore\|misalign_next_inflate' || true) ;;
+*) knobs=$(strings "$ko" | grep -c 'refuse_deflates\|break_after_hint_blocks\|fail_next_restore\|misalign_next_inflate' || true) ;;
+esac
+[ "$knobs" = 0 ] || { echo "dkms-build: the module names $knobs fault-injection knobs" >&2; fail=1; }
+echo "dkms-build: no test hooks: modinfo test_hooks empty, no fault-injection knob in the module"
 for p in max_chunk_order; do
 	modinfo -F parm "$ko" | grep -q "^$p:.* (uint)$" || { echo "dkms-build: parameter $p lacks its help" >&2; fail=1; }
 done

@@ -16,7 +16,9 @@
 #                                             modinfo shows is the repository's.
 #
 # Warnings in our C and C++ are errors here (VB_WERROR=1), as in CI; a plain `make` or a
-# DKMS build only warns.
+# DKMS build only warns. It makes a test build (VB_TEST_HOOKS=1: the guest suite's
+# fault-injection knobs, driver/linux/vballoon_test_hooks.h) unless VB_TEST_HOOKS= (empty)
+# is in the environment; a plain `make` or a DKMS build has none.
 #
 # Why a clean of its own: Kbuild's `make M=<repo> clean` deletes every *.o, *.a, *.ko,
 # *.mod, .*.cmd ... anywhere under <repo>, including CMake build trees and the guest
@@ -81,4 +83,4 @@ if [ ! -f "$KDIR/vmlinux" ] &&
 fi
 
 [ $# -gt 0 ] || set -- modules
-exec make -C "$KDIR" M="$repo" VB_WERROR=1 $no_btf ${version_args:+"$version_args"} "$@"
+exec make -C "$KDIR" M="$repo" VB_WERROR=1 VB_TEST_HOOKS="${VB_TEST_HOOKS-1}" $no_btf ${version_args:+"$version_args"} "$@"

@@ -20,6 +20,7 @@
 #include "vballoon/spec/virtio_balloon.h"
 #include "vballoon_compat.h"
 #include "vballoon_os.h"
+#include "vballoon_test_hooks.h"
 
 struct dentry;
 
@@ -83,21 +84,8 @@ struct vballoon_dev {
 	bool reporting_registered;
 	struct vballoon_page_run report_runs[VB_OS_REPORT_RUNS_MAX];
 
-	/* Fault injection for tests (debugfs "fail_next_restore"): see vballoon_restore(). */
-	bool fail_next_restore;
-	/* Fault injection (debugfs "refuse_deflates"): deflateq refuses every buffer. */
-	bool refuse_deflates;
-	/*
-	 * Fault injection (debugfs "misalign_next_inflate"): the next inflate message's first
-	 * segment is sent 2 KiB short, a request a chunked device must refuse whole.
-	 */
-	bool misalign_next_inflate;
-	/*
-	 * Fault injection (debugfs "break_after_hint_blocks"): when the round adds its Nth
-	 * hint block the device is marked broken, as a surprise removal does. 0: never.
-	 */
-	u32 break_after_hint_blocks;
-	u32 hint_blocks_added;
+	/* Fault injection, in test builds only (vballoon_test_hooks.h). */
+	struct vballoon_test_hooks test_hooks;
 };
 
 /* vballoon_free_pages.c: free page hinting and reporting around the core. */

@@ -172,12 +172,7 @@ bool vballoon_hint_batch_add(struct vballoon_dev *vb, const struct vballoon_segm
 
 	if (!b || n_out || n_in != 1)
 		return false;
-	if (READ_ONCE(vb->break_after_hint_blocks) &&
-	    ++vb->hint_blocks_added == READ_ONCE(vb->break_after_hint_blocks)) {
-		dev_info(&vb->vdev->dev, "device broken after %u hint blocks, as asked (debugfs)\n",
-			 vb->hint_blocks_added);
-		virtio_break_device(vb->vdev);
-	}
+	vb_test_hook_hint_block_added(vb);
 	/*
 	 * A broken queue takes nothing: the add goes on to virtqueue_add_sgs(), which fails,
 	 * and the core ends the round at once instead of taking every free block.

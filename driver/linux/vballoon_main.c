@@ -503,12 +503,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 
 	vb->debugfs_dir = debugfs_create_dir(dev_name(&vdev->dev), vballoon_debugfs_root);
 	debugfs_create_file("counters", 0444, vb->debugfs_dir, vb, &vballoon_counters_fops);
-	debugfs_create_bool("fail_next_restore", 0600, vb->debugfs_dir, &vb->fail_next_restore);
-	debugfs_create_bool("refuse_deflates", 0600, vb->debugfs_dir, &vb->refuse_deflates);
-	debugfs_create_bool("misalign_next_inflate", 0600, vb->debugfs_dir,
-			    &vb->misalign_next_inflate);
-	debugfs_create_u32("break_after_hint_blocks", 0600, vb->debugfs_dir,
-			   &vb->break_after_hint_blocks);
+	vb_test_hooks_debugfs(vb, vb->debugfs_dir);
 
 	virtio_device_ready(vdev);
 	vballoon_core_start(vb->core);
@@ -594,13 +589,7 @@ static int vballoon_restore(struct virtio_device *vdev)
 		err = -EIO;
 		goto out_reset;
 	}
-	/*
-	 * Injected failure, for the guest suite: the latest point a restore can fail, with the
-	 * queues up and the stats buffer given to the device.
-	 */
-	if (vb->fail_next_restore) {
-		vb->fail_next_restore = false;
-		dev_info(&vdev->dev, "restore fails as asked (debugfs fail_next_restore)\n");
+	if (vb_test_hook_fail_restore(vb)) {
 		err = -EIO;
 		goto out_reset;
 	}

@@ -314,17 +314,6 @@ static struct virtqueue *vb_os_vq(struct vballoon_dev *dev, unsigned int kind)
 	return dev->vqs[kind];
 }
 
-/* debugfs misalign_next_inflate: once, on an inflate segment long enough to shorten. */
-static bool vballoon_misalign_this(struct vballoon_dev *dev, unsigned int kind,
-				   const struct vballoon_segment *seg)
-{
-	if (kind != VB_QUEUE_INFLATE || seg->len <= SZ_2K || !READ_ONCE(dev->misalign_next_inflate))
-		return false;
-	WRITE_ONCE(dev->misalign_next_inflate, false);
-	dev_info(&dev->vdev->dev, "inflate segment sent 2 KiB short, as asked (debugfs)\n");
-	return true;
-}
-
 bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 		     const struct vballoon_segment *out, unsigned int n_out,
 		     const struct vballoon_segment *in, unsigned int n_in, void *token)
@@ -335,8 +324,7 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 
 	if (!vq || WARN_ON_ONCE(n_out + n_in == 0 || n_out + n_in > VB_OS_MAX_SEGMENTS))
 		return false;
-	/* Fault injection for the guest suite: the host refuses every deflate. */
-	if (kind == VB_QUEUE_DEFLATE && READ_ONCE(dev->refuse_deflates))
+	if (vb_test_hook_refuse_buffer(dev, kind))
 		return false;
 	if (kind == VB_QUEUE_FREE_PAGE) {
 		/* Hint blocks wait for the next kick, gathered into one chain. */
@@ -355,7 +343,7 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 		const struct vballoon_segment *seg = i < n_out ? &out[i] : &in[i - n_out];
 		uint32_t len = seg->len;
 
-		if (i == 0 && vballoon_misalign_this(dev, kind, seg))
+		if (i == 0 && vb_test_hook_shorten_segment(dev, kind, seg))
 			len -= SZ_2K;
 		/* The core's buffers are kmalloc memory: physically contiguous across pages. */
 		sg_init_table(&sg[i], 1);
