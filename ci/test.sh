@@ -21,11 +21,11 @@
 #      refused) for each
 #   8. the userspace (core, simulator, tests) built with Debian 13's g++-14 in that root,
 #      and its ctest run once there
-#   9. the QEMU guest suite, our module next to the in-tree driver: every test on 6.1; then
-#      Debian's QEMU 7.2 built with qemu/patches (qemu/build-patched-qemu.sh, cached) and
-#      the chunked tests against it on 6.1 (-m patched_qemu); then side by side (two TCG
-#      guests fit on two cores) the kernel matrix's selection on Debian's 6.12
-#      ($KERNEL_MATRIX_TESTS, our module) and on 7.x ($KERNEL_7_TESTS, both drivers)
+#   9. the QEMU guest suite, our module next to the in-tree driver: every test on 6.1, and
+#      beside it (two TCG guests fit on two cores) the kernel matrix's selections on
+#      Debian's 6.12 ($KERNEL_MATRIX_TESTS, our module) and on 7.x ($KERNEL_7_TESTS, both
+#      drivers); then Debian's QEMU 7.2 built with qemu/patches (qemu/build-patched-qemu.sh,
+#      cached) and the chunked tests against it on 6.1 (-m patched_qemu)
 #  10. DKMS from a clean clone, for every line: 6.1 and 6.12 on the machine, Debian 13's 6.12
 #      and 7.x in the Debian 13 root (its dkms 3.2)
 set -eu
@@ -77,16 +77,6 @@ step "userspace built with g++-14 in the Debian 13 root, and its tests"
 ci/build.sh gcc14
 ci/in-trixie-root.sh ctest --test-dir build-gcc14 --output-on-failure -j "$(nproc)"
 
-step "QEMU guest suite (6.1)"
-# Debian's interpreter, which has python3-pytest, whatever else is first on PATH.
-/usr/bin/python3 -m pytest tests/guest -v --durations=15
-
-# About 6-16 min on 2 cores (qemu/README.md), once: the binary is cached by patch hash.
-step "patched QEMU 7.2 (qemu/patches): build"
-qemu/build-patched-qemu.sh >/dev/null
-step "QEMU guest suite (6.1) against the patched QEMU: chunks"
-/usr/bin/python3 -m pytest tests/guest -v --durations=5 -m patched_qemu
-
 # On 6.12, our module only (6.1's run has the in-tree driver beside it; on 6.12 it would test
 # Linux's driver, not ours, and cost about four minutes): the machine itself (live code
 # patching under our TCG), binding, every device option combination, inflate/deflate,
@@ -118,28 +108,43 @@ or test_reporting_hands_freed_memory_back_to_host \
 or test_hinted_blocks_come_back_under_memory_pressure \
 or test_device_broken_mid_round_stops_it_and_every_block_comes_back \
 or test_load_unload_cycles_leak_nothing or test_patterned_memory_survives_inflate_deflate_cycles"
-step "QEMU guest suites side by side: 6.12 ($(basename "$KDIR_6_12"), our module) and 7.x ($(basename "$KDIR_7"), both drivers)"
-# The 7.x run has a guest work folder of its own (images, console logs) and no pytest cache,
-# so the two runs share nothing; its output follows the 6.12 run's.
-log7=$(mktemp)
-VBALLOON_KDIR=$KDIR_7 VBALLOON_KO="$PWD/build-kmod/7/vballoon.ko" \
-	VBALLOON_GUEST_WORK="$PWD/tests/guest/.work-7" \
-	/usr/bin/python3 -m pytest tests/guest -v -p no:cacheprovider --durations=15 \
-	-k "$KERNEL_7_TESTS" >"$log7" 2>&1 &
-pid7=$!
-status612=0
-VBALLOON_KDIR=$KDIR_6_12 VBALLOON_KO="$PWD/build-kmod/6.12/vballoon.ko" \
-	/usr/bin/python3 -m pytest tests/guest -v --durations=15 \
-	-k "($KERNEL_MATRIX_TESTS) and not in-tree" || status612=$?
-status7=0
-wait "$pid7" || status7=$?
-step "QEMU guest suite (7.x: $(basename "$KDIR_7")), run beside 6.12's"
-cat "$log7"
-rm -f "$log7"
-[ "$status612" = 0 ] && [ "$status7" = 0 ] || {
-	echo "guest suites: 6.12 exited $status612, 7.x exited $status7" >&2
+# Two TCG guests fit on two cores: 6.1's whole suite runs in the foreground while 6.12's and
+# 7.x's selections run one after the other beside it, each with a guest work folder of its
+# own (images, console logs) and no pytest cache, so the runs share nothing; their output
+# follows 6.1's.
+step "QEMU guest suites: 6.1 (every test, both drivers); beside it 6.12 ($(basename "$KDIR_6_12"), our module), then 7.x ($(basename "$KDIR_7"), both drivers)"
+log_beside=$(mktemp)
+(
+	status=0
+	VBALLOON_KDIR=$KDIR_6_12 VBALLOON_KO="$PWD/build-kmod/6.12/vballoon.ko" \
+		VBALLOON_GUEST_WORK="$PWD/tests/guest/.work-6.12" \
+		/usr/bin/python3 -m pytest tests/guest -v -p no:cacheprovider --durations=15 \
+		-k "($KERNEL_MATRIX_TESTS) and not in-tree" || status=1
+	VBALLOON_KDIR=$KDIR_7 VBALLOON_KO="$PWD/build-kmod/7/vballoon.ko" \
+		VBALLOON_GUEST_WORK="$PWD/tests/guest/.work-7" \
+		/usr/bin/python3 -m pytest tests/guest -v -p no:cacheprovider --durations=15 \
+		-k "$KERNEL_7_TESTS" || status=1
+	exit $status
+) >"$log_beside" 2>&1 &
+pid_beside=$!
+status61=0
+# Debian's interpreter, which has python3-pytest, whatever else is first on PATH.
+/usr/bin/python3 -m pytest tests/guest -v --durations=15 || status61=$?
+status_beside=0
+wait "$pid_beside" || status_beside=$?
+step "QEMU guest suites on 6.12 and 7.x (run beside 6.1's)"
+cat "$log_beside"
+rm -f "$log_beside"
+[ "$status61" = 0 ] && [ "$status_beside" = 0 ] || {
+	echo "guest suites: 6.1 exited $status61; 6.12 and 7.x exited $status_beside" >&2
 	exit 1
 }
+
+# About 6-16 min on 2 cores (qemu/README.md), once: the binary is cached by patch hash.
+step "patched QEMU 7.2 (qemu/patches): build"
+qemu/build-patched-qemu.sh >/dev/null
+step "QEMU guest suite (6.1) against the patched QEMU: chunks"
+/usr/bin/python3 -m pytest tests/guest -v --durations=5 -m patched_qemu
 
 step "kernel module packaged with DKMS (clean clone; add, build, install, remove): 6.1, 6.12; Debian 13's 6.12 and 7.x in the Debian 13 root"
 ci/dkms-build.sh
