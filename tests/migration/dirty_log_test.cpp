@@ -113,7 +113,9 @@ TEST(DirtyMarker, HeldMarksArriveOnFlushNotBefore)
 // every harvested page, as the migration sender copies pages. When the writers are done, a
 // final harvest must leave every copied value equal to the last one written: a dirty bit
 // lost anywhere would leave a stale copy. Everything shared is atomic, so this runs
-// cleanly under ThreadSanitizer.
+// cleanly under ThreadSanitizer. Harvests must overlap the writes for the test to mean
+// anything, and on a loaded machine the writers could finish before the harvester ran at
+// all: so they wait half-way until it has harvested twice, which no scheduling can skip.
 TEST(DirtyLog, ConcurrentWritersNeverLoseAWrite)
 {
 	constexpr uint64_t kPages = 1 << 14;
@@ -123,6 +125,7 @@ TEST(DirtyLog, ConcurrentWritersNeverLoseAWrite)
 	std::vector<std::atomic<uint64_t>> source(kPages);
 	std::vector<uint64_t> destination(kPages, 0);
 	std::atomic<unsigned> writers_left{kWriters};
+	std::atomic<uint64_t> harvests_done{0};
 
 	auto copy_harvested = [&](const std::vector<uint64_t>& bits) {
 		for (uint64_t w = 0; w < bits.size(); w++)
@@ -149,6 +152,9 @@ TEST(DirtyLog, ConcurrentWritersNeverLoseAWrite)
 				}
 				if (i % 64 == 0)
 					marker.flush();
+				if (i == kWritesPerWriter / 2)
+					while (harvests_done.load(std::memory_order_acquire) < 2)
+						std::this_thread::yield();
 			}
 			marker.flush();
 			writers_left.fetch_sub(1, std::memory_order_release);
@@ -160,6 +166,7 @@ TEST(DirtyLog, ConcurrentWritersNeverLoseAWrite)
 		log.harvest(bits.data());
 		copy_harvested(bits);
 		harvests++;
+		harvests_done.store(harvests, std::memory_order_release);
 	}
 	for (std::thread& writer : writers)
 		writer.join();
