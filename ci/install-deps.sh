@@ -19,20 +19,13 @@
 # something is missing.
 set -eu
 
+# shellcheck source=ci/userspace-packages.sh
+. "$(dirname "$0")/userspace-packages.sh"
 PACKAGES="
 build-essential
-cmake
-ninja-build
 g++-12
-libgtest-dev
-libgmock-dev
-libbenchmark-dev
-libcli11-dev
-nlohmann-json3-dev
-libfmt-dev
-python3
+$USERSPACE_PACKAGES
 python3-pytest
-python3-matplotlib
 qemu-system-x86
 busybox-static
 linux-headers-amd64

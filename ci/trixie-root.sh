@@ -38,12 +38,13 @@ RECIPE=1
 # What the builds inside use, by name: the kernel module's M= build against Debian's
 # unpacked headers (gcc-14, make, pahole for module BTF, kmod, xz-utils and zstd for
 # compressed modules and images, cpio) and DKMS on top of it (dkms; git for
-# driver/linux/module-version.sh); the userspace build with Debian 13's libraries (cmake,
-# ninja, GoogleTest, Benchmark, CLI11, nlohmann-json, fmt) and its tests (python3, and
-# python3-matplotlib for `vballoon-sim compare --plot`, which tests/tools checks);
+# driver/linux/module-version.sh); the userspace build with Debian 13's libraries and its
+# tests ($USERSPACE_PACKAGES, ci/userspace-packages.sh: the same list as Debian 12's);
 # ca-certificates for apt inside the root when the mirror is https. No bison, flex, bc,
 # libelf-dev or libssl-dev: an M= build uses the tools linux-kbuild ships already built
 # (their libelf and libssl come with pahole and apt).
+# shellcheck source=ci/userspace-packages.sh
+. "$(dirname "$0")/userspace-packages.sh"
 PACKAGES="
 build-essential
 gcc-14
@@ -56,16 +57,7 @@ cpio
 xz-utils
 zstd
 git
-cmake
-ninja-build
-libgtest-dev
-libgmock-dev
-libbenchmark-dev
-libcli11-dev
-nlohmann-json3-dev
-libfmt-dev
-python3
-python3-matplotlib
+$USERSPACE_PACKAGES
 ca-certificates
 "
 
