@@ -154,7 +154,8 @@ def build_hint(kver: str) -> str:
                 f"{REPO_ROOT}/driver/linux/build-module.sh --out {out}` (Debian 13 built these "
                 f"headers with gcc-14, which Debian 12 lacks, and their kbuild tools need "
                 f"Debian 13's glibc) and VBALLOON_KO={out}/vballoon.ko")
-    return f"`make -C {hdr} M={REPO_ROOT}`"
+    # A test build (VB_TEST_HOOKS=1): the suite's fault-injection knobs are in no other.
+    return f"`KDIR={hdr} {REPO_ROOT}/driver/linux/build-module.sh`"
 
 
 def sha256_file(path: str) -> str:
@@ -679,7 +680,7 @@ def missing_vballoon_message(path: str) -> str:
     try:
         how = build_hint(headers_kernel_version())
     except ImageError:
-        how = f"`make -C /usr/src/linux-headers-<version>-amd64 M={REPO_ROOT}`"
+        how = f"`{REPO_ROOT}/driver/linux/build-module.sh`"
     return f"vballoon.ko not found at {path}: build it with {how} (or point VBALLOON_KO at one)"
 
 
