@@ -24,9 +24,8 @@
 #   9. the QEMU guest suite, our module next to the in-tree driver: every test on 6.1, and
 #      beside it (two TCG guests fit on two cores) the kernel matrix's selections on
 #      Debian's 6.12 ($KERNEL_MATRIX_TESTS, our module) and on 7.x ($KERNEL_7_TESTS, both
-#      drivers), and Debian's QEMU 7.2 built with qemu/patches at the lowest CPU priority
-#      (qemu/build-patched-qemu.sh, cached); then the chunked tests against it on 6.1
-#      (-m patched_qemu)
+#      drivers); then Debian's QEMU 7.2 built with qemu/patches (qemu/build-patched-qemu.sh,
+#      cached) and the chunked tests against it on 6.1 (-m patched_qemu)
 #  10. DKMS from a clean clone, for every line: 6.1 and 6.12 on the machine, Debian 13's 6.12
 #      and 7.x in the Debian 13 root (its dkms 3.2)
 set -eu
@@ -114,12 +113,6 @@ or test_load_unload_cycles_leak_nothing or test_patterned_memory_survives_inflat
 # own (images, console logs) and no pytest cache, so the runs share nothing; their output
 # follows 6.1's.
 step "QEMU guest suites: 6.1 (every test, both drivers); beside it 6.12 ($(basename "$KDIR_6_12"), our module), then 7.x ($(basename "$KDIR_7"), both drivers)"
-# The patched QEMU's build (6-16 min of two cores, cached by patch hash) goes on beside them at
-# the lowest CPU priority: TCG guests leave cycles idle (boots, sleeps, QMP round trips), and
-# a nice 19 build takes only those.
-log_qemu=$(mktemp)
-nice -n 19 qemu/build-patched-qemu.sh >"$log_qemu" 2>&1 &
-pid_qemu=$!
 log_beside=$(mktemp)
 (
 	status=0
@@ -144,16 +137,14 @@ cat "$log_beside"
 rm -f "$log_beside"
 [ "$status61" = 0 ] && [ "$status_beside" = 0 ] || {
 	echo "guest suites: 6.1 exited $status61; 6.12 and 7.x exited $status_beside" >&2
-	kill "$pid_qemu" 2>/dev/null || true
 	exit 1
 }
 
-step "patched QEMU 7.2 (qemu/patches): its build, begun beside the guest suites"
-status_qemu=0
-wait "$pid_qemu" || status_qemu=$?
-cat "$log_qemu"
-rm -f "$log_qemu"
-[ "$status_qemu" = 0 ] || { echo "qemu/build-patched-qemu.sh exited $status_qemu" >&2; exit 1; }
+# About 6-16 min on 2 cores (qemu/README.md), once: the binary is cached by patch hash. Not
+# beside the guest suites: their migrations (QEMU's migration thread and the `cat` it writes
+# to, per guest) already take both cores.
+step "patched QEMU 7.2 (qemu/patches): build"
+qemu/build-patched-qemu.sh >/dev/null
 step "QEMU guest suite (6.1) against the patched QEMU: chunks"
 /usr/bin/python3 -m pytest tests/guest -v --durations=5 -m patched_qemu
 

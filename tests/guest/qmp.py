@@ -201,13 +201,20 @@ class QMP:
         return self.execute("query-migrate")
 
     def wait_migration(self, timeout: float, interval: float = 0.05) -> dict:
-        """Poll query-migrate until the migration completed; returns its final answer.
-        Raises if it failed or was cancelled, or did not finish within `timeout` s."""
+        """Poll query-migrate until the migration completed and the VM has left the
+        finish-migrate run state; returns query-migrate's final answer. Raises if it failed
+        or was cancelled, or did not finish within `timeout` s.
+
+        QEMU reports "completed" from the migration thread before a bottom half under the
+        BQL moves the VM from finish-migrate to postmigrate, and refuses `cont` until it has
+        ("Migration is not finalized yet"): on a loaded host that window is long enough to
+        hit."""
         deadline = time.monotonic() + timeout
         while True:
             info = self.query_migrate()
             status = info.get("status")
-            if status == "completed":
+            if status == "completed" and \
+                    self.execute("query-status").get("status") != "finish-migrate":
                 return info
             if status in ("failed", "cancelled"):
                 raise QMPError("migrate", {"class": status,
