@@ -161,12 +161,13 @@ static inline void vb_balloon_migrated_release(struct page *page)
 
 /*
  * Pages the driver keeps out of the guest but off the balloon list (a deflate the host did
- * not acknowledge, vb_os_balloon_hold()) are still ballooned: where the kernel counts
+ * not acknowledge, vb_os_balloon_hold(); whole blocks, vballoon_whole_blocks.c) are still
+ * ballooned: where the kernel counts
  * balloon pages (NR_BALLOON_PAGES, 6.15; kept by enqueue and dequeue), they are counted
  * here, so `Balloon:` in /proc/meminfo stays what the host holds. Probed by Kbuild
  * (VB_HAVE_NR_BALLOON_PAGES): it is an enum, and stable kernels may have backported it.
  */
-static inline void vb_balloon_count_held(struct page *page, long delta)
+static inline void vb_balloon_count_off_list(struct page *page, long delta)
 {
 #ifdef VB_HAVE_NR_BALLOON_PAGES
 	mod_node_page_state(page_pgdat(page), NR_BALLOON_PAGES, delta);

@@ -52,6 +52,14 @@ struct vballoon_dev {
 	 */
 	struct list_head held_pages;
 	unsigned long nr_held_pages;
+	/*
+	 * Inflate's blocks of a pageblock or more, kept whole and unmovable off that list
+	 * (vballoon_whole_blocks.c; module parameter keep_blocks_whole). Linked through their
+	 * first page, newest first, under the balloon lock.
+	 */
+	bool keep_blocks_whole;
+	struct list_head whole_blocks;
+	unsigned long nr_whole_block_pages;
 
 	/* Config changes, and the core's own "call me again". */
 	struct delayed_work update_work;
@@ -87,6 +95,29 @@ struct vballoon_dev {
 	/* Fault injection, in test builds only (vballoon_test_hooks.h). */
 	struct vballoon_test_hooks test_hooks;
 };
+
+/* vballoon_whole_blocks.c: inflate's whole blocks, off balloon compaction's list. */
+bool vb_whole_blocks_wanted(const struct vballoon_dev *dev, unsigned int order);
+/* A block of 2^order pages, marked as whole; NULL when none is free. */
+struct page *vb_whole_block_alloc(unsigned int order);
+/*
+ * Pages the driver owns from `pfn` to `end` (exclusive), as far as they are in one whole
+ * block: inserts them into the balloon (the block joins the list once all its pages are
+ * in), or gives them back to the guest (in one piece if they are the whole block, else
+ * splitting it). Return how many pages that was, 0 if pfn is in no whole block.
+ */
+uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t end);
+uint64_t vb_whole_blocks_free(struct vballoon_dev *dev, uint64_t pfn, uint64_t end);
+/* Splits the whole block `page` belongs to, if any, into order-0 pages. */
+void vb_whole_block_break_up(struct vballoon_dev *dev, struct page *page);
+/*
+ * As vb_os_balloon_list_take(), from the whole blocks; *taken says how many pages. A block
+ * larger than what is left to take is split, its rest put on the balloon list.
+ */
+size_t vb_whole_blocks_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+			    size_t max_runs, uint64_t max_pages, uint64_t *taken);
+size_t vb_os_add_range_to_runs(struct vballoon_page_run *runs, size_t nr_runs, uint64_t pfn,
+			       uint64_t count);
 
 /* vballoon_free_pages.c: free page hinting and reporting around the core. */
 int vballoon_free_pages_init(struct vballoon_dev *vb);

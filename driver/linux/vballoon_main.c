@@ -60,6 +60,16 @@ MODULE_PARM_DESC(max_chunk_order,
  * guest took 2.8 s once the guest zeroed. The "guest zeroes" variant in
  * bench/guest/README.md repeats that in a real guest; its figures are in bench/guest/seed004/.
  */
+/*
+ * Blocks of a pageblock or more stay whole and unmovable off balloon compaction's list
+ * (vballoon_whole_blocks.c): one allocator call per block in and out instead of one per
+ * page. Off: every page split and movable, as virtio_balloon keeps them.
+ */
+static bool keep_blocks_whole = true;
+module_param(keep_blocks_whole, bool, 0444);
+MODULE_PARM_DESC(keep_blocks_whole,
+		 "Keep inflated blocks of a pageblock or more whole and unmovable (default Y; N: split every block into movable pages)");
+
 static bool zero_on_inflate;
 module_param(zero_on_inflate, bool, 0444);
 MODULE_PARM_DESC(zero_on_inflate,
@@ -387,6 +397,7 @@ static int vballoon_counters_show(struct seq_file *m, void *unused)
 	seq_printf(m, "target_pfns %llu\n", vballoon_core_target_pfns(vb->core));
 	seq_printf(m, "balloon_pfns %llu\n", vballoon_core_balloon_pfns(vb->core));
 	seq_printf(m, "held_pages %lu\n", READ_ONCE(vb->nr_held_pages));
+	seq_printf(m, "whole_block_pages %lu\n", READ_ONCE(vb->nr_whole_block_pages));
 	for (i = 0; (name = vballoon_core_counter(vb->core, i, &value)); i++)
 		seq_printf(m, "%s %llu\n", name, value);
 	return 0;
@@ -458,6 +469,8 @@ static int vballoon_probe(struct virtio_device *vdev)
 	INIT_WORK(&vb->stats_work, vballoon_stats_func);
 	balloon_devinfo_init(&vb->b_dev_info);
 	INIT_LIST_HEAD(&vb->held_pages);
+	vb->keep_blocks_whole = keep_blocks_whole;
+	INIT_LIST_HEAD(&vb->whole_blocks);
 #ifdef VB_BALLOON_MIGRATION
 	vb->b_dev_info.migratepage = vballoon_migratepage;
 #endif

@@ -60,7 +60,13 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_b
 		page = alloc_pages(VB_OS_GFP_HINT, order);
 	} else if (order == 0) {
 		page = balloon_page_alloc();
+	} else if (vb_whole_blocks_wanted(dev, order) && (page = vb_whole_block_alloc(order))) {
+		/* Kept whole until it leaves the balloon (vballoon_whole_blocks.c). */
 	} else {
+		/*
+		 * Smaller than a pageblock, or no unmovable block free (only ZONE_MOVABLE or
+		 * CMA has one): split into movable pages.
+		 */
 		page = alloc_pages(VB_OS_GFP_BLOCK, order);
 		/*
 		 * Every page of a balloon block is enqueued, migrated and freed on its own, so
@@ -99,8 +105,9 @@ void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_ru
 	}
 
 	/*
-	 * Every other page was split from its block when allocated and holds its own
-	 * reference (the balloon's, or just its allocation's for pages the core never
+	 * A whole balloon block the run covers goes back in one piece too; a run that covers
+	 * one in part splits it (vb_whole_blocks_free()). Every other page was split from
+	 * its block when allocated and holds its own reference (the balloon's, or just its allocation's for pages the core never
 	 * enqueued): as virtio_balloon's release_pages_balloon(), each reference is dropped on
 	 * its own with put_page(), and the allocator merges the buddies itself (an order-0
 	 * free goes to the per-CPU lists, so batching through release_pages() would save
@@ -110,8 +117,16 @@ void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_ru
 	 * init_on_free or poisoning to every page it gets back, device initialised or not:
 	 * the kernel has no way to skip that for a page.
 	 */
-	for (i = 0; i < run->count; i++)
-		put_page(pfn_to_page(run->first_pfn + i));
+	for (i = 0; i < run->count;) {
+		uint64_t n = vb_whole_blocks_free(dev, run->first_pfn + i,
+						  run->first_pfn + run->count);
+
+		if (!n) {
+			put_page(pfn_to_page(run->first_pfn + i));
+			n = 1;
+		}
+		i += n;
+	}
 }
 
 /*
@@ -120,19 +135,29 @@ void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_ru
  */
 #define VB_OS_ENQUEUE_BATCH 512
 
+/* Whole blocks go on their own list; every other page on balloon compaction's. */
 void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run)
 {
 	uint64_t done = 0;
 
 	while (done < run->count) {
-		uint64_t n = min_t(u64, run->count - done, VB_OS_ENQUEUE_BATCH), i;
+		size_t batched = 0;
 		LIST_HEAD(pages);
 
 		/* balloon_page_list_enqueue() keeps the list's order: ascending PFNs. */
-		for (i = 0; i < n; i++)
-			list_add_tail(&pfn_to_page(run->first_pfn + done + i)->lru, &pages);
-		balloon_page_list_enqueue(&dev->b_dev_info, &pages);
-		done += n;
+		while (done < run->count && batched < VB_OS_ENQUEUE_BATCH) {
+			uint64_t n = vb_whole_blocks_insert(dev, run->first_pfn + done,
+							    run->first_pfn + run->count);
+
+			if (!n) {
+				list_add_tail(&pfn_to_page(run->first_pfn + done)->lru, &pages);
+				batched++;
+				n = 1;
+			}
+			done += n;
+		}
+		if (batched)
+			balloon_page_list_enqueue(&dev->b_dev_info, &pages);
 		cond_resched();
 	}
 }
@@ -153,8 +178,10 @@ void vb_os_balloon_hold(struct vballoon_dev *dev, const struct vballoon_page_run
 	for (i = 0; i < run->count; i++) {
 		struct page *page = pfn_to_page(run->first_pfn + i);
 
+		/* Held page by page, as compaction's pages are: a whole block is split. */
+		vb_whole_block_break_up(dev, page);
 		list_add_tail(&page->lru, &dev->held_pages);
-		vb_balloon_count_held(page, 1);
+		vb_balloon_count_off_list(page, 1);
 	}
 	dev->nr_held_pages += run->count;
 }
@@ -179,7 +206,7 @@ size_t vb_os_balloon_held_take(struct vballoon_dev *dev, struct vballoon_page_ru
 					     pfn + 1 == last->first_pfn))
 			break;
 		list_del(&page->lru);
-		vb_balloon_count_held(page, -1);
+		vb_balloon_count_off_list(page, -1);
 		nr_runs = vb_os_add_to_runs(runs, nr_runs, pfn);
 		taken++;
 	}
@@ -187,32 +214,43 @@ size_t vb_os_balloon_held_take(struct vballoon_dev *dev, struct vballoon_page_ru
 	return nr_runs;
 }
 
-/* Adds the page to the last run when it extends it at either end, else starts a run. */
-static size_t vb_os_add_to_runs(struct vballoon_page_run *runs, size_t nr_runs, uint64_t pfn)
+/* Adds pages to the last run when they extend it at either end, else starts a run. */
+size_t vb_os_add_range_to_runs(struct vballoon_page_run *runs, size_t nr_runs, uint64_t pfn,
+			       uint64_t count)
 {
 	struct vballoon_page_run *last = nr_runs ? &runs[nr_runs - 1] : NULL;
 
 	if (last && last->first_pfn + last->count == pfn) {
-		last->count++;
+		last->count += count;
 		return nr_runs;
 	}
-	if (last && pfn + 1 == last->first_pfn) {
+	if (last && pfn + count == last->first_pfn) {
 		last->first_pfn = pfn;
-		last->count++;
+		last->count += count;
 		return nr_runs;
 	}
 	runs[nr_runs].first_pfn = pfn;
-	runs[nr_runs].count = 1;
+	runs[nr_runs].count = count;
 	runs[nr_runs].flags = 0;
 	return nr_runs + 1;
+}
+
+static size_t vb_os_add_to_runs(struct vballoon_page_run *runs, size_t nr_runs, uint64_t pfn)
+{
+	return vb_os_add_range_to_runs(runs, nr_runs, pfn, 1);
 }
 
 size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
 			       size_t max_runs, uint64_t max_pages)
 {
-	uint64_t taken = 0;
-	size_t nr_runs = 0;
+	uint64_t taken;
+	size_t nr_runs;
 
+	/*
+	 * Whole blocks first, newest first, then balloon compaction's pages, newest first: a
+	 * block back costs the allocator one call, and the pages compaction may move stay.
+	 */
+	nr_runs = vb_whole_blocks_take(dev, runs, max_runs, max_pages, &taken);
 	/*
 	 * Never more pages at once than there are free runs left, so every page taken has a
 	 * run to go to, however scattered the pages are.

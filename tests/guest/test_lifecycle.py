@@ -159,6 +159,65 @@ def test_deflate_moves_the_deflate_queues_used_index(plain_vm, driver):
 # Compaction
 
 
+PAGEBLOCK_PAGES = 512  # x86-64: 2 MiB
+
+
+@pytest.mark.parametrize("driver", ["vballoon"], indirect=True)
+def test_whole_blocks_are_split_when_a_deflate_is_refused(plain_vm, driver):
+    """vballoon only (debugfs): inflate keeps free pageblocks whole, off balloon compaction's
+    list (whole_block_pages, a multiple of a pageblock, most of a balloon taken from a fresh
+    guest). A deflate takes whole blocks first; when the host refuses it, the blocks it took
+    are split and held page by page (held_pages), each page counted once: nothing leaves the
+    balloon, MemTotal, `Balloon:` and `actual` stay. Once the host accepts again every page
+    comes back, whole or held: MemTotal exact, no block and no held page left, no WARN."""
+    vm = plain_vm
+    ram = vm.ram_bytes
+    half_pages = (ram // 2) // guestvm.PAGE_BYTES
+    console0 = vm.console_bytes
+    total0 = vm.meminfo()["MemTotal"]
+    dev = vm.balloon_device()
+    refuse = f"/sys/kernel/debug/vballoon/{dev}/refuse_deflates"
+    try:
+        balloon_to(vm, ram // 2)
+        counters = vm.vballoon_counters()
+        whole = counters["whole_block_pages"]
+        print(f"{whole} of {half_pages} balloon pages in whole blocks")
+        assert counters["balloon_pfns"] == half_pages
+        assert whole % PAGEBLOCK_PAGES == 0, counters
+        assert whole >= half_pages // 2, counters
+        _assert_balloon_accounted(vm, total0, ram // 2)
+
+        vm.sh(f"echo Y > {refuse}")
+        failures0 = counters["queue_failures"]
+        deflated0 = counters["pages_deflated"]
+        vm.qmp.balloon(ram)  # every deflate step is refused from here on
+        deadline = time.monotonic() + BALLOON_TIMEOUT_S
+        while vm.vballoon_counters()["queue_failures"] == failures0:
+            assert time.monotonic() < deadline, "no deflate was refused"
+            time.sleep(0.5)  # poll interval of a bounded watch
+        counters = vm.vballoon_counters()
+        held = counters["held_pages"]
+        assert held > 0 and held % PAGEBLOCK_PAGES == 0, counters
+        # The held pages came out of whole blocks, which the deflate takes first.
+        assert counters["whole_block_pages"] == whole - held, counters
+        assert counters["balloon_pfns"] == half_pages
+        assert counters["pages_deflated"] == deflated0
+        _assert_balloon_accounted(vm, total0, ram // 2)
+        assert_kernel_quiet(vm, console0)
+
+        vm.sh(f"echo N > {refuse}")
+        vm.qmp.wait_balloon(ram, BALLOON_TIMEOUT_S)
+        counters = vm.vballoon_counters()
+        assert counters["whole_block_pages"] == 0, counters
+        assert counters["held_pages"] == 0, counters
+        assert counters["balloon_pfns"] == 0
+        _assert_balloon_accounted(vm, total0, 0)
+        assert_kernel_quiet(vm, console0)
+    finally:
+        if vm.driver is not None:
+            vm.run(f"echo N > {refuse}", check=False)
+
+
 def _page_at_a_time(drv: guestvm.Driver) -> guestvm.Driver:
     if drv.module != "vballoon":
         return drv  # virtio_balloon always allocates a page at a time
@@ -170,6 +229,9 @@ def _assert_balloon_accounted(vm, total0: int, ballooned_bytes: int) -> None:
     """MemTotal, the kernel's own balloon count (`Balloon:` in /proc/meminfo, from 6.15; on
     7.x mm keeps it through every enqueue, dequeue and migration) and the host's `actual`
     all say the same balloon."""
+    # NR_BALLOON_PAGES is a node counter with per-CPU deltas that /proc/meminfo does not
+    # fold in (up to the stat threshold per CPU): fold them first.
+    vm.sh("if [ -e /proc/sys/vm/stat_refresh ]; then echo 1 > /proc/sys/vm/stat_refresh; fi")
     meminfo = vm.meminfo()
     assert meminfo["MemTotal"] == total0 - ballooned_bytes // KIB
     if "Balloon" in meminfo:

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Whole balloon blocks: inflate's blocks of a pageblock or more, kept as the allocator gave
+ * them (one allocation, never split, unmovable) on a list of their own beside balloon
+ * compaction's. Entering and leaving the balloon then costs one allocator call per block
+ * instead of one per page, and a list operation per block instead of a locked enqueue or
+ * dequeue per page, which is what deflate spent its time on (driver/linux/README.md,
+ * "Whole blocks"). vmw_balloon and hv_balloon keep their 2 MiB pages the same way.
+ *
+ * What compaction loses: nothing it could use. A whole block fills its pageblocks, so it
+ * splits no free range; compaction could only have moved its pages to empty those very
+ * pageblocks, for memory the host holds anyway. The blocks are unmovable allocations, so
+ * they never come from ZONE_MOVABLE or CMA, which must stay movable for memory offlining
+ * and contiguous allocations; where only those have free blocks the allocation fails and
+ * inflate falls back to split, movable pages (vb_os_alloc_pages()).
+ *
+ * Finding a block from any of its pages: the core hands back runs of pages, and a run may
+ * start or end inside a block (a PFN message holds 256 pages, half of a 2 MiB block, and
+ * the host acknowledges each message on its own). Every page of a whole block carries
+ * VB_WHOLE_BLOCK_MARK | order in page->private, from allocation to the free or the split;
+ * the driver's other pages have 0 there (the allocator clears it and balloon compaction's
+ * dequeue does too), and only pages the driver owns are ever looked at. A block joins the
+ * list once all its pages were inserted, in whatever order their parts came (each inserted
+ * page carries VB_WHOLE_BLOCK_INSERTED until then). A block the core frees in part (pages
+ * never sent) is split (split_page()) into order-0 pages, its inserted ones put on balloon
+ * compaction's list: from then on they are ordinary balloon pages.
+ *
+ * PageOffline is set on a block's pages while the block is on the list, as balloon
+ * compaction sets it on its pages, so dump tools skip memory the host holds.
+ *
+ * The list is guarded by the balloon lock, like the held pages.
+ */
+#include <linux/gfp.h>
+#include <linux/list.h>
+#include <linux/log2.h>
+#include <linux/mm.h>
+
+#include "vballoon_dev.h"
+
+/* "vb" in the bits above the order: no kernel pointer and no order-0 page's value. */
+#define VB_WHOLE_BLOCK_MARK 0x76620000UL
+#define VB_WHOLE_BLOCK_INSERTED 0x100UL
+#define VB_WHOLE_BLOCK_ORDER_MASK 0xffUL
+
+/*
+ * Taken only if free: no reclaim, compaction, retries, warning or reserves (as balloon
+ * blocks are), and unmovable (see above).
+ */
+#define VB_WHOLE_BLOCK_GFP (__GFP_HIGHMEM | __GFP_NORETRY | __GFP_NOWARN | __GFP_NOMEMALLOC)
+
+bool vb_whole_blocks_wanted(const struct vballoon_dev *dev, unsigned int order)
+{
+	return dev->keep_blocks_whole && order >= pageblock_order;
+}
+
+static void vb_whole_block_mark(struct page *head, unsigned int order, unsigned long mark)
+{
+	unsigned long i;
+
+	for (i = 0; i < 1UL << order; i++)
+		set_page_private(head + i, mark);
+}
+
+struct page *vb_whole_block_alloc(unsigned int order)
+{
+	struct page *head = alloc_pages(VB_WHOLE_BLOCK_GFP, order);
+
+	if (head)
+		vb_whole_block_mark(head, order, VB_WHOLE_BLOCK_MARK | order);
+	return head;
+}
+
+/* The whole block a page the driver owns belongs to, or NULL. */
+static struct page *vb_whole_block_of(struct page *page, unsigned int *order)
+{
+	unsigned long mark = page_private(page) & ~VB_WHOLE_BLOCK_INSERTED;
+	struct page *head;
+
+	if ((mark & ~VB_WHOLE_BLOCK_ORDER_MASK) != VB_WHOLE_BLOCK_MARK)
+		return NULL;
+	*order = mark & VB_WHOLE_BLOCK_ORDER_MASK;
+	if (WARN_ON_ONCE(*order > VB_MAX_PAGE_ORDER))
+		return NULL;
+	head = pfn_to_page(ALIGN_DOWN(page_to_pfn(page), 1UL << *order));
+	/* A head without the same mark would be a page that is not ours: leave it alone. */
+	if (WARN_ON_ONCE((page_private(head) & ~VB_WHOLE_BLOCK_INSERTED) != mark))
+		return NULL;
+	return head;
+}
+
+/*
+ * From here on the block's pages are order-0 pages with a reference each; those already
+ * inserted go on balloon compaction's list.
+ */
+static void vb_whole_block_split(struct vballoon_dev *dev, struct page *head, unsigned int order)
+{
+	unsigned long i, inserted = 0;
+	LIST_HEAD(pages);
+
+	for (i = 0; i < 1UL << order; i++) {
+		if (page_private(head + i) & VB_WHOLE_BLOCK_INSERTED) {
+			list_add_tail(&(head + i)->lru, &pages);
+			inserted++;
+		}
+		set_page_private(head + i, 0);
+	}
+	split_page(head, order);
+	if (inserted)
+		balloon_page_list_enqueue(&dev->b_dev_info, &pages);
+}
+
+/* The block's pages from `pfn` up to `end` or the block's end, whichever comes first. */
+static uint64_t vb_whole_block_part(struct page *head, unsigned int order, uint64_t pfn,
+				    uint64_t end)
+{
+	return min_t(u64, end, page_to_pfn(head) + (1ULL << order)) - pfn;
+}
+
+/* Onto the list: the block is the balloon's, whole. */
+static void vb_whole_blocks_add(struct vballoon_dev *dev, struct page *head, unsigned int order)
+{
+	unsigned long i;
+
+	for (i = 0; i < 1UL << order; i++) {
+		set_page_private(head + i, VB_WHOLE_BLOCK_MARK | order);
+		__SetPageOffline(head + i);
+	}
+	list_add(&head->lru, &dev->whole_blocks);
+	dev->nr_whole_block_pages += 1UL << order;
+	vb_balloon_count_off_list(head, 1L << order);
+}
+
+uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t end)
+{
+	unsigned int order;
+	struct page *head = vb_whole_block_of(pfn_to_page(pfn), &order);
+	uint64_t count, i;
+
+	if (!head)
+		return 0;
+	count = vb_whole_block_part(head, order, pfn, end);
+	if (count < 1ULL << order) {
+		/* Part of the block: it joins the list once every part is in. */
+		for (i = 0; i < count; i++)
+			set_page_private(pfn_to_page(pfn + i), VB_WHOLE_BLOCK_INSERTED |
+							       VB_WHOLE_BLOCK_MARK | order);
+		for (i = 0; i < 1ULL << order; i++) {
+			if (!(page_private(head + i) & VB_WHOLE_BLOCK_INSERTED))
+				return count;
+		}
+	}
+	vb_whole_blocks_add(dev, head, order);
+	return count;
+}
+
+uint64_t vb_whole_blocks_free(struct vballoon_dev *dev, uint64_t pfn, uint64_t end)
+{
+	unsigned int order;
+	struct page *head = vb_whole_block_of(pfn_to_page(pfn), &order);
+	uint64_t count, i;
+
+	if (!head)
+		return 0;
+	count = vb_whole_block_part(head, order, pfn, end);
+	if (count == 1ULL << order) {
+		vb_whole_block_mark(head, order, 0);
+		__free_pages(head, order);
+		return count;
+	}
+	vb_whole_block_split(dev, head, order);
+	for (i = 0; i < count; i++)
+		put_page(pfn_to_page(pfn + i));
+	return count;
+}
+
+void vb_whole_block_break_up(struct vballoon_dev *dev, struct page *page)
+{
+	unsigned int order;
+	struct page *head = vb_whole_block_of(page, &order);
+
+	if (head)
+		vb_whole_block_split(dev, head, order);
+}
+
+/* Off the list: the block is the caller's again, whole and still marked. */
+static void vb_whole_blocks_remove(struct vballoon_dev *dev, struct page *head,
+				   unsigned int order)
+{
+	unsigned long i;
+
+	list_del(&head->lru);
+	for (i = 0; i < 1UL << order; i++)
+		__ClearPageOffline(head + i);
+	dev->nr_whole_block_pages -= 1UL << order;
+	vb_balloon_count_off_list(head, -(1L << order));
+}
+
+size_t vb_whole_blocks_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+			    size_t max_runs, uint64_t max_pages, uint64_t *taken)
+{
+	size_t nr_runs = 0;
+
+	*taken = 0;
+	while (*taken < max_pages && nr_runs < max_runs && !list_empty(&dev->whole_blocks)) {
+		struct page *head = list_first_entry(&dev->whole_blocks, struct page, lru);
+		unsigned int order = page_private(head) & VB_WHOLE_BLOCK_ORDER_MASK;
+		uint64_t count = 1ULL << order;
+
+		vb_whole_blocks_remove(dev, head, order);
+		if (count > max_pages - *taken) {
+			/*
+			 * Asked for less than a block (the OOM notifier's 1 MiB, a target that
+			 * is not a multiple of it): the rest stays ballooned as movable pages.
+			 */
+			uint64_t i;
+
+			for (i = max_pages - *taken; i < count; i++)
+				set_page_private(head + i, VB_WHOLE_BLOCK_INSERTED |
+							   VB_WHOLE_BLOCK_MARK | order);
+			vb_whole_block_split(dev, head, order);
+			count = max_pages - *taken;
+		}
+		nr_runs = vb_os_add_range_to_runs(runs, nr_runs, page_to_pfn(head), count);
+		*taken += count;
+	}
+	return nr_runs;
+}
