@@ -15,7 +15,9 @@
 #include "migration/destination_image.h"
 #include "migration/dirty_log.h"
 #include "migration/free_page_tracker.h"
+#include "migration/convergence_window.h"
 #include "migration/migration.h"
+#include "migration/model_time.h"
 #include "migration/page_bitmap.h"
 #include "migration/residency.h"
 #include "migration/senders.h"
@@ -30,9 +32,6 @@ namespace
 {
 
 constexpr uint64_t kPage = GuestMemory::kPageBytes;
-// QEMU's BUFFER_DELAY: max-bandwidth's budget is per window this long, and the bandwidth
-// behind the convergence threshold is measured over windows at least this long.
-constexpr double kBandwidthWindowMs = 100;
 
 // Where the running QEMU iteration began: the round's model time, CPU critical path and
 // bytes sent at that moment.
@@ -144,34 +143,11 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			machine.workload->resume();
 	};
 
-	// The model clock: where the caller's clock stood when the migration started, plus
-	// model time since (elapsed rounds, and the running round's pacing).
-	const double clock_origin_ms = machine.clock ? machine.clock->now_ms() : 0;
-	std::atomic<double> clock_base_ms{0};
 	RoundCounters counters;
-	std::atomic<bool> round_running{false};
-	// What paces the running round (MigrationConfig::round_rate()).
-	std::atomic<double> round_rate{config.round_rate(false)};
+	ModelTime time(machine.clock ? machine.clock->now_ms() : 0, counters, legacy_scan);
 	std::unique_ptr<Senders> senders;
-	// The running round's CPU critical path: the busiest sender, or the migration thread's
-	// zero scan where it checks every page.
-	auto round_cpu_ms = [&]() -> double {
-		double cpu = ns_to_ms(senders->max_thread_cpu_ns());
-		if (legacy_scan)
-			cpu = std::max(cpu, ns_to_ms(counters.scan_ns.load(std::memory_order_relaxed)));
-		return cpu;
-	};
-	// The running round's model time: the link's pacing of the bytes sent so far, or the
-	// CPU critical path if longer.
-	auto in_round_ms = [&]() -> double {
-		if (!round_running.load(std::memory_order_acquire))
-			return 0;
-		return std::max(link_ms(counters.bytes.load(std::memory_order_relaxed),
-					round_rate.load(std::memory_order_relaxed)),
-				round_cpu_ms());
-	};
-	auto migration_now_ms = [&] { return clock_base_ms.load(std::memory_order_acquire) + in_round_ms(); };
-	auto model_now_ms = [&] { return clock_origin_ms + migration_now_ms(); };
+	auto model_now_ms = [&time] { return time.model_now_ms(); };
+	auto migration_now_ms = [&time] { return time.migration_now_ms(); };
 
 	// Setup (QEMU's ram_save_setup): dirty logging on, every page to send, the first
 	// bitmap sync, with the guest still for the instant the log is attached.
@@ -191,6 +167,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	result.setup_ms = ns_to_ms(bitmap_ns);
 
 	senders = std::make_unique<Senders>(config, to_send, destination, memory, residency);
+	time.pace_by(*senders);
 	if (machine.clock)
 		machine.clock->drive(model_now_ms);
 	else if (machine.workload)
@@ -223,30 +200,18 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	};
 
 	double elapsed_ms = result.setup_ms;
-	clock_base_ms.store(elapsed_ms, std::memory_order_release);
+	time.advance_to(elapsed_ms);
 	start_hint_round(); // after the first bitmap sync, as QEMU's balloon does
 	bool stopping = false;
 	uint64_t cleared_counted = 0;
 
-	// QEMU's convergence (migration_iteration_run, after every iteration): pending = dirty
-	// pages x 4096 bytes against threshold = bandwidth x downtime limit, the bandwidth
-	// measured over windows of at least 100 ms (migration_update_counters, BUFFER_DELAY),
-	// the threshold 0 until the first window closes. Below it ram_save_pending syncs the
-	// bitmap and looks again; still below, the VM stops, mid-pass if need be: what the bulk
-	// pass had not reached goes in stop-and-copy.
+	// QEMU's convergence (migration_iteration_run, after every iteration): pending bytes
+	// against the window's threshold. Below it ram_save_pending syncs the bitmap and looks
+	// again; still below, the VM stops, mid-pass if need be: what the bulk pass had not
+	// reached goes in stop-and-copy.
 	const bool qemu_convergence =
 		config.convergence == ConvergenceRule::kQemuPendingOverBandwidth;
-	double window_start_ms = elapsed_ms;
-	uint64_t window_start_bytes = 0;
-	double threshold_bytes = 0;
-	auto update_threshold = [&](double now_ms, uint64_t bytes_now) {
-		if (now_ms - window_start_ms < kBandwidthWindowMs)
-			return;
-		threshold_bytes = double(bytes_now - window_start_bytes) /
-				  (now_ms - window_start_ms) * config.downtime_limit_ms;
-		window_start_ms = now_ms;
-		window_start_bytes = bytes_now;
-	};
+	ConvergenceWindow window(elapsed_ms, config.downtime_limit_ms);
 	// What QEMU's dirty log would count: the kernel area (always_dirty) is re-sent every
 	// round because the model cannot see whether the guest's driver and device wrote it, but
 	// a real log shows only what was written; counted, its 4 MiB of (mostly zero) pages
@@ -256,9 +221,6 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		for (const PageRange& range : machine.always_dirty)
 			n -= to_send.count_range(range.first_page, range.pages);
 		return n;
-	};
-	auto below_threshold = [&](uint64_t pending_pages) {
-		return pending_pages == 0 || double(pending_pages * kPage) < threshold_bytes;
 	};
 	// A bitmap sync (QEMU's migration_bitmap_sync): the hint round stops before it, and a
 	// hint the device thread was applying finishes first (QEMU's free_page_lock).
@@ -301,8 +263,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 
 		counters.reset();
 		senders->begin_round(counters);
-		round_rate.store(config.round_rate(stopping), std::memory_order_relaxed);
-		round_running.store(true, std::memory_order_release);
+		time.begin_round(config.round_rate(stopping));
 		// QEMU's ram_save_iterate: iterations of iteration_ms of model time; the hints that
 		// arrived meanwhile land between them. Stop-and-copy is one iteration.
 		const bool iterates = qemu_convergence || (deferred_hints && hints);
@@ -311,8 +272,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			if (stopping || !iterates)
 				return false;
 			if (!rate_limited_iterations)
-				return in_round_ms() - iteration.model_ms >= config.iteration_ms;
-			return round_cpu_ms() - iteration.cpu_ms >= config.iteration_ms ||
+				return time.in_round_ms() - iteration.model_ms >= config.iteration_ms;
+			return time.round_cpu_ms() - iteration.cpu_ms >= config.iteration_ms ||
 			       link_ms(counters.bytes.load(std::memory_order_relaxed) -
 					       iteration.bytes,
 				       config.max_bandwidth_bytes_per_second) >= kBandwidthWindowMs;
@@ -326,12 +287,12 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			bool synced = false;
 			land_hints();
 			if (qemu_convergence) {
-				update_threshold(elapsed_ms + in_round_ms(),
-						 result.bytes_sent + counters.bytes.load());
-				if (below_threshold(pending_logged())) {
+				window.update(elapsed_ms + time.in_round_ms(),
+					      result.bytes_sent + counters.bytes.load());
+				if (window.below_threshold(pending_logged())) {
 					sync_bitmap(round);
 					synced = true;
-					converged_mid_pass = below_threshold(pending_logged());
+					converged_mid_pass = window.below_threshold(pending_logged());
 					p.stopped_mid_pass = converged_mid_pass;
 					if (!converged_mid_pass)
 						start_hint_round();
@@ -346,7 +307,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			// and its write would be spent.
 			if (synced)
 				residency_ns += residency.snapshot();
-			iteration = {in_round_ms(), round_cpu_ms(),
+			iteration = {time.in_round_ms(), time.round_cpu_ms(),
 				     counters.bytes.load(std::memory_order_relaxed)};
 		}
 		{
@@ -355,12 +316,12 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			round_sync_ns += thread_cpu_ns() - start;
 		}
 		// After the channels' sync: a pipe's reader has copied out the round's last bytes.
-		const double critical_ms = round_cpu_ms();
+		const double critical_ms = time.round_cpu_ms();
 		p.network_ms = link_ms(counters.bytes.load(), config.round_rate(stopping));
 		const double paced_ms = std::max(p.network_ms, critical_ms);
-		round_running.store(false, std::memory_order_release);
+		time.end_round();
 		// The round's end on the model clock, before the sync's own cost is added.
-		clock_base_ms.store(elapsed_ms + paced_ms, std::memory_order_release);
+		time.advance_to(elapsed_ms + paced_ms);
 
 		p.pages_sent = counters.pages_sent.load();
 		p.zero_pages = counters.zero_pages.load();
@@ -392,7 +353,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		p.round_ms = paced_ms + p.sync_ms;
 		elapsed_ms += p.round_ms;
 		p.elapsed_ms = elapsed_ms;
-		clock_base_ms.store(elapsed_ms, std::memory_order_release);
+		time.advance_to(elapsed_ms);
 		bitmap_ns += round_sync_ns;
 		result.sync_ms += p.sync_ms;
 
@@ -416,13 +377,8 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 		if (qemu_convergence) {
 			// QEMU: every dirty page counts 4096 bytes, against the threshold of the last
 			// bandwidth window (bytes on the wire, zero-page records included, per ms).
-			update_threshold(elapsed_ms, result.bytes_sent);
-			const uint64_t logged = pending_logged();
-			expected_downtime_ms =
-				below_threshold(logged) ? 0 : config.downtime_limit_ms * 2;
-			if (below_threshold(logged) && threshold_bytes > 0)
-				expected_downtime_ms = double(logged * kPage) / threshold_bytes *
-						       config.downtime_limit_ms;
+			window.update(elapsed_ms, result.bytes_sent);
+			expected_downtime_ms = window.expected_downtime_ms(pending_logged());
 		} else {
 			// What a whole page cost: its link time (stop-and-copy is not rate limited),
 			// or the CPU a whole page took.
@@ -444,7 +400,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			const double stop_ms =
 				std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stop_start)
 					.count();
-			clock_base_ms.store(elapsed_ms + stop_ms, std::memory_order_release);
+			time.advance_to(elapsed_ms + stop_ms);
 			if (machine.workload)
 				machine.workload->pause();
 			const uint64_t start = thread_cpu_ns();
@@ -461,7 +417,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			result.vm_stop_ms = stop_ms;
 			result.sync_ms += ns_to_ms(final_sync_ns);
 			elapsed_ms += stop_ms + ns_to_ms(final_sync_ns);
-			clock_base_ms.store(elapsed_ms, std::memory_order_release);
+			time.advance_to(elapsed_ms);
 			result.downtime_ms = stop_ms + ns_to_ms(final_sync_ns);
 			stopping = true;
 		} else {
