@@ -58,7 +58,7 @@ private:
 	double start_ms_;
 	uint64_t start_bytes_ = 0;
 	double threshold_bytes_ = 0;
-	const double downtime_limit_ms_;
+	double downtime_limit_ms_;
 };
 
 } // namespace vbsim::migration
