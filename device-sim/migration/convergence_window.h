@@ -48,7 +48,8 @@ public:
 		if (!below_threshold(pending_pages))
 			return downtime_limit_ms_ * 2;
 		if (threshold_bytes_ > 0)
-			return double(pending_pages * kPage) / threshold_bytes_ * downtime_limit_ms_;
+			return double(pending_pages * kPage) / threshold_bytes_ *
+			       downtime_limit_ms_;
 		return 0;
 	}
 

@@ -19,7 +19,8 @@ public:
 	// origin_ms: where the caller's clock stood when the migration started. With the zero
 	// scan in the migration thread, that one thread checks every page: it can be the
 	// round's critical path rather than the busiest sender.
-	ModelTime(double origin_ms, const RoundCounters& counters, bool zero_scan_in_migration_thread)
+	ModelTime(double origin_ms, const RoundCounters& counters,
+		  bool zero_scan_in_migration_thread)
 	    : origin_ms_(origin_ms), counters_(counters),
 	      zero_scan_in_migration_thread_(zero_scan_in_migration_thread)
 	{

@@ -41,8 +41,7 @@ PreCopy::PreCopy(MigrationMachine& machine, const MigrationConfig& config)
       rate_limited_iterations_(config.max_bandwidth_bytes_per_second <
 			       config.link_bytes_per_second),
       guest_cpu_start_ms_(machine.guest_cpu_ms ? machine.guest_cpu_ms() : 0),
-      device_cpu_start_ms_(machine.device_free_page_cpu_ms ? machine.device_free_page_cpu_ms()
-							     : 0),
+      device_cpu_start_ms_(machine.device_free_page_cpu_ms ? machine.device_free_page_cpu_ms() : 0),
       released_early_start_(machine.guest_hint_pages_released_early
 				    ? machine.guest_hint_pages_released_early()
 				    : 0),
@@ -343,8 +342,8 @@ double PreCopy::whole_page_expected_downtime_ms(const RoundProgress& round) cons
 	const uint64_t pending = to_send_.count();
 	double per_page_ms = link_ms(kPage + kPageHeaderBytes, config_.link_bytes_per_second);
 	if (round.pages_sent != 0)
-		per_page_ms = std::max(per_page_ms,
-				       ns_to_ms(counters_.send_ns.load()) / double(round.pages_sent));
+		per_page_ms = std::max(per_page_ms, ns_to_ms(counters_.send_ns.load()) /
+							    double(round.pages_sent));
 	return double(pending) * per_page_ms;
 }
 
@@ -401,18 +400,21 @@ void PreCopy::compare_destination()
 	// The kernel area changes whenever the guest's driver or the device runs; it can only
 	// be compared when the machine really stops them.
 	if (machine_.pause_guest)
-		in_use.insert(in_use.end(), machine_.always_dirty.begin(), machine_.always_dirty.end());
+		in_use.insert(in_use.end(), machine_.always_dirty.begin(),
+			      machine_.always_dirty.end());
 	const uint64_t ram_pages = machine_.memory->size() / kPage;
 	const uint8_t* base = machine_.memory->translate(0, machine_.memory->size());
 	std::vector<uint8_t> checked(ram_pages, 0);
 	uint64_t first_bad = UINT64_MAX;
 	for (const PageRange& range : in_use) {
-		for (uint64_t page = range.first_page; page < range.first_page + range.pages; page++) {
+		for (uint64_t page = range.first_page; page < range.first_page + range.pages;
+		     page++) {
 			if (page >= ram_pages || checked[page])
 				continue;
 			checked[page] = 1;
 			result_.pages_verified++;
-			const uint8_t* source = residency_.resident(page) ? base + page * kPage : nullptr;
+			const uint8_t* source =
+				residency_.resident(page) ? base + page * kPage : nullptr;
 			if (destination_.differs(page, source)) {
 				result_.pages_mismatched++;
 				first_bad = std::min(first_bad, page);
@@ -453,9 +455,10 @@ MigrationResult PreCopy::finish()
 		result_.hint_landings_ms = tracker_.immediate_landings();
 	// The device thread's queue work includes receiving the hints; without that measure,
 	// the tracker's own share of it.
-	const double device_cpu_ms = machine_.device_free_page_cpu_ms
-					     ? machine_.device_free_page_cpu_ms() - device_cpu_start_ms_
-					     : tracker_.arrival_cpu_ms();
+	const double device_cpu_ms =
+		machine_.device_free_page_cpu_ms
+			? machine_.device_free_page_cpu_ms() - device_cpu_start_ms_
+			: tracker_.arrival_cpu_ms();
 	result_.hint_cpu_ms = device_cpu_ms + tracker_.apply_cpu_ms();
 	result_.hinted_pages_received = tracker_.pages_hinted_total();
 	result_.reported_pages_received = tracker_.pages_reported_total();

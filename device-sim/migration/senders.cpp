@@ -29,7 +29,7 @@ constexpr uint64_t kPopulatedZeroPages = (256ull << 20) / 4096;
 } // namespace
 
 Senders::Senders(const MigrationConfig& config, PageBitmap& to_send, DestinationImage& destination,
-	const GuestMemory& memory, const Residency& residency)
+		 const GuestMemory& memory, const Residency& residency)
     : config_(config), to_send_(to_send), residency_(residency),
       base_(memory.translate(0, memory.size())),
       zero_pages_(config.untouched_page_reads == UntouchedPageReads::kSharedZeroPage
@@ -102,9 +102,8 @@ uint64_t Senders::max_thread_cpu_ns() const
 {
 	uint64_t most = 0;
 	for (size_t i = 0; i < per_thread_cpu_ns_.size(); i++)
-		most = std::max(most,
-				per_thread_cpu_ns_[i].load(std::memory_order_relaxed) +
-					reader_copy_ns_in_round(i));
+		most = std::max(most, per_thread_cpu_ns_[i].load(std::memory_order_relaxed) +
+					      reader_copy_ns_in_round(i));
 	return most;
 }
 
@@ -156,7 +155,8 @@ void Senders::run(unsigned index)
 			over = over_;
 		}
 		while (!(*over)()) {
-			const uint64_t first_word = cursor_.fetch_add(kChunkWords, std::memory_order_relaxed);
+			const uint64_t first_word =
+				cursor_.fetch_add(kChunkWords, std::memory_order_relaxed);
 			if (first_word >= to_send_.words()) {
 				cursor_.store(to_send_.words(), std::memory_order_relaxed);
 				break;
@@ -176,7 +176,7 @@ const uint8_t* Senders::source_page(uint64_t page) const
 }
 
 void Senders::send_chunk(unsigned index, uint64_t first_word, std::vector<uint64_t>& pages,
-		RoundCounters& counters)
+			 RoundCounters& counters)
 {
 	const uint64_t t0 = thread_cpu_ns();
 	// Take the chunk's bits now: a hint that lands after this is too late for them.
@@ -186,7 +186,8 @@ void Senders::send_chunk(unsigned index, uint64_t first_word, std::vector<uint64
 		for (uint64_t bits = to_send_.take_word(w); bits != 0; bits &= bits - 1)
 			pages.push_back(w * 64 + std::countr_zero(bits));
 	if (pages.empty()) {
-		per_thread_cpu_ns_[index].fetch_add(thread_cpu_ns() - t0, std::memory_order_relaxed);
+		per_thread_cpu_ns_[index].fetch_add(thread_cpu_ns() - t0,
+						    std::memory_order_relaxed);
 		return;
 	}
 

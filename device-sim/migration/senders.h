@@ -34,7 +34,8 @@ struct RoundCounters {
 
 	void reset()
 	{
-		for (auto* counter : {&pages_sent, &zero_pages, &skipped_reported, &bytes, &scan_ns, &send_ns})
+		for (auto* counter :
+		     {&pages_sent, &zero_pages, &skipped_reported, &bytes, &scan_ns, &send_ns})
 			counter->store(0, std::memory_order_relaxed);
 	}
 };
