@@ -34,9 +34,9 @@
 #include "vballoon/core/log_limit.h"
 #include "vballoon/core/os_interface.h"
 #include "vballoon/core/pfn_packer.h"
+#include "vballoon/core/rules/messenger_rules.h"
 #include "vballoon/support/freestanding.h"
 #include "vballoon/support/invariant.h"
-#include "vballoon/support/mutant.h"
 
 namespace vb {
 
@@ -172,7 +172,7 @@ public:
 	bool chunked() const
 	{
 		return has_feature(features_, VB_F_X_CHUNKED) &&
-		       !VB_MUTANT(XCH_DRV_PFN_ARRAY_WHILE_CHUNKED);
+		       rules::chunked_requests_are_ranges();
 	}
 
 private:
@@ -219,7 +219,7 @@ private:
 		return queue == QueueKind::kInflate &&
 		       (has_feature(features_, VB_F_X_INIT_ON_INFLATE) ||
 			(has_feature(features_, VB_F_DEVICE_INIT_ON_INFLATE) &&
-			 !VB_MUTANT(DI_DRV02_NO_BITMAP_WITH_BIT7)));
+			 rules::bit7_inflates_carry_a_bitmap()));
 	}
 	static size_t index(QueueKind queue) { return queue == QueueKind::kInflate ? 0 : 1; }
 
@@ -252,7 +252,7 @@ HostReply Messenger<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t 
 	extend(box, run_count);
 	for (;;) {
 		push(box, on_acknowledged);
-		if (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED))
+		if (queue == QueueKind::kInflate && !rules::inflated_pages_wait_for_ack())
 			break;
 		if (!box.in_flight_mask || !collect(box, on_acknowledged, bits, true))
 			break;
@@ -297,10 +297,9 @@ void Messenger<Os>::push(Outbox& box, OnAcknowledged& on_acknowledged)
 			break; // ring full: wait for the device to return one
 		box.in_flight_mask |= 1u << box.packed_slot;
 		box.sent_pages += message.span.pages;
-		if ((queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)) ||
-		    (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED)))
+		if (!rules::pages_wait_for_ack(queue))
 			for_each_part(box.runs, message.span, on_acknowledged);
-		if (queue == QueueKind::kInflate && VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING) &&
+		if (queue == QueueKind::kInflate && !rules::inflating_pages_untouched() &&
 		    initialise_before_inflate_ && !carries_bitmap(queue))
 			for_each_part(box.runs, message.span, [&](PageRun run) { os_.initialise_pages(run); });
 		box.packed_slot = -1;
@@ -360,7 +359,8 @@ void Messenger<Os>::take(Outbox& box, void* token, uint32_t len, OnAcknowledged&
 	}
 	box.in_flight_mask &= ~(1u << slot);
 	box.acknowledged_pages += messages_[slot].span.pages;
-	if (!(queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)))
+	// (A deflate that broke its rule handed its pages over in push() already.)
+	if (queue != QueueKind::kDeflate || rules::deflated_pages_wait_for_ack())
 		for_each_part(box.runs, messages_[slot].span, on_acknowledged);
 	if (carries_bitmap(queue) && bits == InitialisedBits::kRecord)
 		record_device_initialised(messages_[slot], len);
@@ -436,9 +436,9 @@ template <BalloonOs Os> void Messenger<Os>::pack_message(Message& message, Outbo
 		for (uint32_t i = 0; i < message.count; i++)
 			pages += message.chunks[i].len >> page_shift_;
 		// A trailing range that names nothing, or the first page again.
-		if (VB_MUTANT(XCH_DRV_EMPTY_RANGE) && message.count && message.count < capacity)
+		if (!rules::ranges_never_empty() && message.count && message.count < capacity)
 			message.chunks[message.count++] = {message.chunks[0].phys_addr, 0};
-		if (VB_MUTANT(XCH_DRV_RANGE_NAMED_TWICE) && message.count &&
+		if (!rules::pages_named_once_per_request() && message.count &&
 		    message.count < capacity)
 			message.chunks[message.count++] = {message.chunks[0].phys_addr,
 							   1u << page_shift_};
@@ -456,7 +456,7 @@ template <BalloonOs Os> bool Messenger<Os>::add_message(QueueKind queue, Message
 	const Segment* out = chunked() ? message.chunks : &pfn_array;
 	unsigned out_count = chunked() ? message.count : 1;
 	Segment bitmap = {os_.phys_addr(message.initialised), (message.count + 7) / 8};
-	if (chunked() && VB_MUTANT(XCH_DRV_BITMAP_ONE_BYTE_LONG))
+	if (chunked() && !rules::range_bitmap_is_ceil_n_over_8())
 		bitmap.len = min<uint32_t>(bitmap.len + 1, sizeof(message.initialised));
 	bool wants_bitmap = carries_bitmap(queue);
 
@@ -473,7 +473,7 @@ template <BalloonOs Os>
 void Messenger<Os>::record_device_initialised(const Message& message, uint32_t written_bytes)
 {
 	const uint32_t bitmap_bytes = (message.count + 7) / 8;
-	if (written_bytes > bitmap_bytes && !VB_MUTANT(DI_DRV03_OVERLONG_BITMAP_TRUSTED)) {
+	if (written_bytes > bitmap_bytes && rules::overlong_bitmap_voids_its_request()) {
 		counters_.device_init_overclaims.add(1);
 		return;
 	}
@@ -493,7 +493,7 @@ void Messenger<Os>::record_device_initialised(const Message& message, uint32_t w
 	if (chunked()) {
 		for (uint32_t i = 0; i < message.count; i++) {
 			const bool beyond_trusted =
-				VB_MUTANT(XCH_DRV_BITS_TRUSTED_BEYOND_USED_LENGTH) &&
+				!rules::range_bits_count_below_used_length_only() &&
 				(message.initialised[i / 8] >> (i % 8)) & 1;
 			if (!bit_set(i) && !beyond_trusted)
 				continue;

@@ -5,6 +5,7 @@
 #define VBALLOON_CORE_PAGE_BALLOON_INFLATE_H
 
 #include "vballoon/core/page_balloon.h"
+#include "vballoon/core/rules/messenger_rules.h"
 
 namespace vb {
 
@@ -129,11 +130,10 @@ template <BalloonOs Os> uint64_t PageBalloon<Os>::batch_pages(unsigned batch_ind
 template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire_pages)
 {
 	const uint64_t wanted_pages = wanted_wire_pages / wire_pages_per_page_;
-	const bool guest_initialises = traits_.initialise_before_inflate &&
-				       !negotiated(VB_F_X_INIT_ON_INFLATE) &&
-				       !negotiated(VB_F_DEVICE_INIT_ON_INFLATE) &&
-				       !VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING);
-	const bool awaits_acks = !VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED);
+	const bool guest_initialises =
+		traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE) &&
+		!negotiated(VB_F_DEVICE_INIT_ON_INFLATE) && rules::inflating_pages_untouched();
+	const bool awaits_acks = rules::inflated_pages_wait_for_ack();
 	// Pages join the balloon list as the host acknowledges them, under the lock: deflate
 	// and compaction never see a page the host has not taken.
 	uint64_t acknowledged_pages = 0;
