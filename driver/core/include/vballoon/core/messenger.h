@@ -62,9 +62,31 @@ public:
 	enum class InitialisedBits : uint8_t { kRecord, kIgnore };
 
 	// The messages of one call on one queue: what was packed, sent and acknowledged so far.
-	// Its fields are read by the pipeline's owner to decide when to allocate and when to
-	// wait; only the messenger writes them.
-	struct Outbox {
+	// Only the messenger changes it; a pipeline's owner asks it what it needs to decide when
+	// to allocate and when to wait.
+	class Outbox
+	{
+	public:
+		// Some of its messages are on the ring.
+		bool in_flight() const { return in_flight_mask != 0; }
+		// Every page handed over so far went out in a message the queue took.
+		bool all_sent() const { return sent_pages == total_pages; }
+		// Nothing more will go out: no message fits the ring, the device is gone, or the
+		// queue refuses a message with none of ours in flight to make room.
+		bool blocked() const
+		{
+			return unfit || device_gone || (!in_flight_mask && packed_slot >= 0);
+		}
+		// Guest pages handed over (extend()).
+		uint64_t pages() const { return total_pages; }
+		// Slots holding a message of this outbox (on the ring or waiting for room).
+		uint32_t held_mask() const
+		{
+			return in_flight_mask | (packed_slot >= 0 ? 1u << packed_slot : 0);
+		}
+
+	private:
+		friend Messenger;
 		Outbox(QueueKind kind, const PageRun* page_runs, unsigned page_shift, uint32_t usable_mask)
 			: queue(kind), runs(page_runs), pfn_packer(page_runs, 0, page_shift),
 			  chunk_packer(page_runs, 0, page_shift), slot_mask(usable_mask)
@@ -86,12 +108,12 @@ public:
 		bool device_gone = false;
 		RunSpan lost[kMessagesInFlightMax];
 		uint32_t lost_count = 0;
+	};
 
-		// Slots holding a message of this outbox (on the ring or waiting for room).
-		uint32_t held_mask() const
-		{
-			return in_flight_mask | (packed_slot >= 0 ? 1u << packed_slot : 0);
-		}
+	// A buffer the device returned, or none: the device is gone.
+	struct Returned {
+		void* token = nullptr;
+		uint32_t len = 0;
 	};
 
 	Messenger(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
@@ -140,6 +162,32 @@ public:
 	// none: not yet (without wait), or never (the device is gone; in-flight messages lost).
 	template <class OnAcknowledged>
 	bool collect(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits, bool wait);
+	// Takes every buffer the device has returned so far, without waiting.
+	template <class OnAcknowledged>
+	void collect_returned(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits)
+	{
+		while (box.in_flight() && collect(box, on_acknowledged, bits, false)) {
+		}
+	}
+	// Waits for the device to return one of `box`'s messages: the pipeline's owner calls
+	// it without the lock, and hands what came back to take() once it holds the lock again.
+	Returned wait(const Outbox& box)
+	{
+		Returned returned;
+		returned.token = os_.queue_wait_used(box.queue, &returned.len);
+		return returned;
+	}
+	// What wait() brought back: taken, or, when nothing came back, every message in
+	// flight lost.
+	template <class OnAcknowledged>
+	void take(Outbox& box, Returned returned, OnAcknowledged& on_acknowledged,
+		  InitialisedBits bits)
+	{
+		if (returned.token)
+			take(box, returned.token, returned.len, on_acknowledged, bits);
+		else
+			lose_in_flight(box);
+	}
 	// The device returned `token` (which the caller waited for without the lock), having
 	// written `len` bytes into it.
 	template <class OnAcknowledged>
