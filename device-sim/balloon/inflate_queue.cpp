@@ -8,8 +8,8 @@
 #include "balloon/host_page_ownership.h"
 #include "balloon/huge_page_tracker.h"
 #include "balloon/page_discarder.h"
+#include "balloon/rules/inflate_queue_rules.h"
 #include "memory/guest_memory.h"
-#include "vballoon/support/mutant.h"
 
 namespace vbsim
 {
@@ -43,11 +43,11 @@ void InflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain, uin
 	// proposal's 5.5.6.x.3 binds instead: an inflate without its bitmap is refused whole
 	// (BAL-DEV-XCH-10), and a non-zero poison_val only keeps every bit clear, the bitmap
 	// still cleared and used with length ceil(n/8) (BAL-DEV-XCH-11, BAL-DEV-XCH-12).
-	const bool mst_declines =
-		!chunked || (VB_MUTANT(XCH_DEV_MISSING_BITMAP_INFLATES) && chain.writable.empty());
+	const bool mst_declines = !chunked || (!rules::chunked_inflate_without_bitmap_refused() &&
+					       chain.writable.empty());
 	const bool zero_only_declined =
 		rule == InitRule::kZeroOnly && mst_declines &&
-		((poison != 0 && !VB_MUTANT(DEV_DI02_BITMAP_USED_WITH_POISON)) ||
+		((poison != 0 && rules::bit7_poison_leaves_bitmap_unused()) ||
 		 chain.writable.empty());
 	const bool wants_bitmap = rule != InitRule::kNone && !zero_only_declined;
 	if (zero_only_declined && !chain.writable.empty()) {
@@ -86,7 +86,7 @@ void InflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain, uin
 		units = reader_.pfns().size();
 	}
 	if (wants_bitmap && chain.writable[0].len < (units + 7) / 8 &&
-	    !(chunked && VB_MUTANT(XCH_DEV_SHORT_BITMAP_ACCEPTED))) {
+	    (!chunked || rules::chunked_inflate_with_short_bitmap_refused())) {
 		counters_.reject(BalloonRejection::kBitmapMissing);
 		queue.push_used(chain.head, 0);
 		return;
@@ -166,7 +166,7 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 	const uint64_t units = chunked ? chunks_.size() : pfns.size();
 	const uint32_t bytes = static_cast<uint32_t>((units + 7) / 8);
 	bitmap_.assign(bytes, 0);
-	if (chunked && VB_MUTANT(XCH_DEV_BITMAP_NOT_CLEARED))
+	if (chunked && !rules::range_bitmap_cleared())
 		(void)memory_.read(bitmap.phys_addr, bitmap_.data(), bytes);
 
 	// Discarded private anonymous memory reads back as zero. The one difference between
@@ -176,15 +176,14 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 	const uint8_t poison_byte = static_cast<uint8_t>(poison);
 	const bool poison_writable =
 		rule == InitRule::kZeroOrPoisonByte && poison == 0x01010101u * poison_byte;
-	const bool can_initialise =
-		(discards_done || VB_MUTANT(DEV_DI03_BITS_SET_WITHOUT_DISCARD)) &&
-		(poison == 0 || poison_writable);
+	const bool can_initialise = (discards_done || !rules::bits_set_only_after_discard()) &&
+				    (poison == 0 || poison_writable);
 	// Above 4 KiB host pages a page reads zero only once its whole host page is ballooned
 	// (and so discarded).
 	auto page_initialised = [&](uint64_t pfn) {
 		return pfn_inside_ram(pfn, memory_.size()) &&
 		       (!huge_pages_ || huge_pages_->complete(pfn) ||
-			VB_MUTANT(DEV_DI04_PARTIAL_HOST_PAGE_REPORTED));
+			!rules::partial_host_page_bits_clear());
 	};
 	auto initialise = [&](uint64_t pfn, uint64_t count) {
 		if (poison_byte)
@@ -196,7 +195,7 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 		uint64_t first = chunked ? chunks_[unit].first_pfn : pfns[unit];
 		uint64_t count = chunked ? chunks_[unit].page_count : 1;
 		// With chunks bit i is chunk i (a mutant numbers the bits by 4 KiB page instead).
-		const uint64_t bit = VB_MUTANT(DEV_DI09_CHUNK_BITS_BY_PAGE) ? pages_before : unit;
+		const uint64_t bit = rules::range_bits_numbered_by_range() ? unit : pages_before;
 		pages_before += count;
 		bool all = true;
 		for (uint64_t pfn = first; pfn < first + count && all; pfn++)
@@ -211,9 +210,9 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 		throw std::logic_error("InflateQueue: validated bitmap outside RAM");
 	counters_.pages_reported_initialised.fetch_add(reported);
 	// The used length is the bitmap's ceil(n / 8) bytes, whatever bits are set.
-	if (chunked && VB_MUTANT(XCH_DEV_USED_LENGTH_ONE_BYTE))
+	if (chunked && !rules::range_used_length_is_ceil_n_over_8())
 		return 1;
-	return VB_MUTANT(DEV_DI01_USED_LENGTH_ZERO) ? 0 : bytes;
+	return rules::used_length_is_bitmap_length() ? bytes : 0;
 }
 
 } // namespace vbsim

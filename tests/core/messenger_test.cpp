@@ -397,28 +397,21 @@ TEST(MessengerProperty, PipelineEveryPageEndsInExactlyOneOutcome)
 		Messenger::Outbox box = messenger.open_pipeline(vb::QueueKind::kInflate, trial.runs.data());
 		size_t handed = 0;
 		for (int rounds = 0; rounds < 100000; rounds++) {
-			if (handed < trial.runs.size() && box.sent_pages == box.total_pages && !box.unfit &&
-			    !box.device_gone)
+			if (handed < trial.runs.size() && box.all_sent() && !box.blocked())
 				handed = std::min(trial.runs.size(), handed + 1 + rng() % 8);
 			messenger.extend(box, handed);
-			while (box.in_flight_mask &&
-			       messenger.collect(box, acknowledged, Messenger::InitialisedBits::kRecord, false)) {
-			}
+			messenger.collect_returned(box, acknowledged,
+						   Messenger::InitialisedBits::kRecord);
 			messenger.push(box, acknowledged);
 			messenger.park(box);
 			ASSERT_EQ(box.held_mask() & ~Messenger::kPipelineSlotMask, 0u) << where;
 			ASSERT_EQ(messenger.pipeline_holds_inflateq(), box.held_mask() != 0) << where;
-			const bool stuck = box.unfit || box.device_gone || (!box.in_flight_mask && box.packed_slot >= 0);
-			if (!box.in_flight_mask && (stuck || handed == trial.runs.size()))
+			if (!box.in_flight() && (box.blocked() || handed == trial.runs.size()))
 				break;
-			if (!box.in_flight_mask)
+			if (!box.in_flight())
 				continue;
-			uint32_t len = 0;
-			void* token = device.queue_wait_used(vb::QueueKind::kInflate, &len);
-			if (token)
-				messenger.take(box, token, len, acknowledged, Messenger::InitialisedBits::kRecord);
-			else
-				messenger.lose_in_flight(box);
+			messenger.take(box, messenger.wait(box), acknowledged,
+				       Messenger::InitialisedBits::kRecord);
 		}
 		vb::HostReply reply = messenger.close_pipeline(box);
 		ASSERT_FALSE(messenger.pipeline_holds_inflateq()) << where;
@@ -460,7 +453,7 @@ TEST(Messenger, ParkedPipelineLeavesTellHostASlot)
 	messenger.extend(box, inflate.size());
 	messenger.push(box, ignore);
 	messenger.park(box);
-	ASSERT_EQ(box.in_flight_mask, Messenger::kPipelineSlotMask);
+	ASSERT_EQ(box.held_mask(), Messenger::kPipelineSlotMask);
 	EXPECT_TRUE(messenger.pipeline_holds_inflateq());
 	const std::set<void*> inflate_tokens(device.in_device_tokens.begin(), device.in_device_tokens.end());
 
@@ -484,7 +477,7 @@ TEST(Messenger, ParkedPipelineLeavesTellHostASlot)
 	device.in_device_tokens = parked;
 	uint64_t inflated = 0;
 	auto count_inflated = [&](vb::PageRun run) { inflated += run.count; };
-	while (box.in_flight_mask)
+	while (box.in_flight())
 		ASSERT_TRUE(messenger.collect(box, count_inflated, Messenger::InitialisedBits::kRecord, true));
 	vb::HostReply closed = messenger.close_pipeline(box);
 	EXPECT_TRUE(closed.all_acknowledged());

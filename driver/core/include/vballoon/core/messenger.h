@@ -34,9 +34,9 @@
 #include "vballoon/core/log_limit.h"
 #include "vballoon/core/os_interface.h"
 #include "vballoon/core/pfn_packer.h"
+#include "vballoon/core/rules/messenger_rules.h"
 #include "vballoon/support/freestanding.h"
 #include "vballoon/support/invariant.h"
-#include "vballoon/support/mutant.h"
 
 namespace vb {
 
@@ -62,9 +62,31 @@ public:
 	enum class InitialisedBits : uint8_t { kRecord, kIgnore };
 
 	// The messages of one call on one queue: what was packed, sent and acknowledged so far.
-	// Its fields are read by the pipeline's owner to decide when to allocate and when to
-	// wait; only the messenger writes them.
-	struct Outbox {
+	// Only the messenger changes it; a pipeline's owner asks it what it needs to decide when
+	// to allocate and when to wait.
+	class Outbox
+	{
+	public:
+		// Some of its messages are on the ring.
+		bool in_flight() const { return in_flight_mask != 0; }
+		// Every page handed over so far went out in a message the queue took.
+		bool all_sent() const { return sent_pages == total_pages; }
+		// Nothing more will go out: no message fits the ring, the device is gone, or the
+		// queue refuses a message with none of ours in flight to make room.
+		bool blocked() const
+		{
+			return unfit || device_gone || (!in_flight_mask && packed_slot >= 0);
+		}
+		// Guest pages handed over (extend()).
+		uint64_t pages() const { return total_pages; }
+		// Slots holding a message of this outbox (on the ring or waiting for room).
+		uint32_t held_mask() const
+		{
+			return in_flight_mask | (packed_slot >= 0 ? 1u << packed_slot : 0);
+		}
+
+	private:
+		friend Messenger;
 		Outbox(QueueKind kind, const PageRun* page_runs, unsigned page_shift, uint32_t usable_mask)
 			: queue(kind), runs(page_runs), pfn_packer(page_runs, 0, page_shift),
 			  chunk_packer(page_runs, 0, page_shift), slot_mask(usable_mask)
@@ -86,12 +108,12 @@ public:
 		bool device_gone = false;
 		RunSpan lost[kMessagesInFlightMax];
 		uint32_t lost_count = 0;
+	};
 
-		// Slots holding a message of this outbox (on the ring or waiting for room).
-		uint32_t held_mask() const
-		{
-			return in_flight_mask | (packed_slot >= 0 ? 1u << packed_slot : 0);
-		}
+	// A buffer the device returned, or none: the device is gone.
+	struct Returned {
+		void* token = nullptr;
+		uint32_t len = 0;
 	};
 
 	Messenger(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
@@ -140,6 +162,32 @@ public:
 	// none: not yet (without wait), or never (the device is gone; in-flight messages lost).
 	template <class OnAcknowledged>
 	bool collect(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits, bool wait);
+	// Takes every buffer the device has returned so far, without waiting.
+	template <class OnAcknowledged>
+	void collect_returned(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits)
+	{
+		while (box.in_flight() && collect(box, on_acknowledged, bits, false)) {
+		}
+	}
+	// Waits for the device to return one of `box`'s messages: the pipeline's owner calls
+	// it without the lock, and hands what came back to take() once it holds the lock again.
+	Returned wait(const Outbox& box)
+	{
+		Returned returned;
+		returned.token = os_.queue_wait_used(box.queue, &returned.len);
+		return returned;
+	}
+	// What wait() brought back: taken, or, when nothing came back, every message in
+	// flight lost.
+	template <class OnAcknowledged>
+	void take(Outbox& box, Returned returned, OnAcknowledged& on_acknowledged,
+		  InitialisedBits bits)
+	{
+		if (returned.token)
+			take(box, returned.token, returned.len, on_acknowledged, bits);
+		else
+			lose_in_flight(box);
+	}
 	// The device returned `token` (which the caller waited for without the lock), having
 	// written `len` bytes into it.
 	template <class OnAcknowledged>
@@ -172,7 +220,7 @@ public:
 	bool chunked() const
 	{
 		return has_feature(features_, VB_F_X_CHUNKED) &&
-		       !VB_MUTANT(XCH_DRV_PFN_ARRAY_WHILE_CHUNKED);
+		       rules::chunked_requests_are_ranges();
 	}
 
 private:
@@ -219,7 +267,7 @@ private:
 		return queue == QueueKind::kInflate &&
 		       (has_feature(features_, VB_F_X_INIT_ON_INFLATE) ||
 			(has_feature(features_, VB_F_DEVICE_INIT_ON_INFLATE) &&
-			 !VB_MUTANT(DI_DRV02_NO_BITMAP_WITH_BIT7)));
+			 rules::bit7_inflates_carry_a_bitmap()));
 	}
 	static size_t index(QueueKind queue) { return queue == QueueKind::kInflate ? 0 : 1; }
 
@@ -252,7 +300,7 @@ HostReply Messenger<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t 
 	extend(box, run_count);
 	for (;;) {
 		push(box, on_acknowledged);
-		if (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED))
+		if (queue == QueueKind::kInflate && !rules::inflated_pages_wait_for_ack())
 			break;
 		if (!box.in_flight_mask || !collect(box, on_acknowledged, bits, true))
 			break;
@@ -297,10 +345,9 @@ void Messenger<Os>::push(Outbox& box, OnAcknowledged& on_acknowledged)
 			break; // ring full: wait for the device to return one
 		box.in_flight_mask |= 1u << box.packed_slot;
 		box.sent_pages += message.span.pages;
-		if ((queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)) ||
-		    (queue == QueueKind::kInflate && VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED)))
+		if (!rules::pages_wait_for_ack(queue))
 			for_each_part(box.runs, message.span, on_acknowledged);
-		if (queue == QueueKind::kInflate && VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING) &&
+		if (queue == QueueKind::kInflate && !rules::inflating_pages_untouched() &&
 		    initialise_before_inflate_ && !carries_bitmap(queue))
 			for_each_part(box.runs, message.span, [&](PageRun run) { os_.initialise_pages(run); });
 		box.packed_slot = -1;
@@ -360,7 +407,8 @@ void Messenger<Os>::take(Outbox& box, void* token, uint32_t len, OnAcknowledged&
 	}
 	box.in_flight_mask &= ~(1u << slot);
 	box.acknowledged_pages += messages_[slot].span.pages;
-	if (!(queue == QueueKind::kDeflate && VB_MUTANT(OP10_DEFLATED_PAGES_FREED_BEFORE_ACK)))
+	// (A deflate that broke its rule handed its pages over in push() already.)
+	if (queue != QueueKind::kDeflate || rules::deflated_pages_wait_for_ack())
 		for_each_part(box.runs, messages_[slot].span, on_acknowledged);
 	if (carries_bitmap(queue) && bits == InitialisedBits::kRecord)
 		record_device_initialised(messages_[slot], len);
@@ -436,9 +484,9 @@ template <BalloonOs Os> void Messenger<Os>::pack_message(Message& message, Outbo
 		for (uint32_t i = 0; i < message.count; i++)
 			pages += message.chunks[i].len >> page_shift_;
 		// A trailing range that names nothing, or the first page again.
-		if (VB_MUTANT(XCH_DRV_EMPTY_RANGE) && message.count && message.count < capacity)
+		if (!rules::ranges_never_empty() && message.count && message.count < capacity)
 			message.chunks[message.count++] = {message.chunks[0].phys_addr, 0};
-		if (VB_MUTANT(XCH_DRV_RANGE_NAMED_TWICE) && message.count &&
+		if (!rules::pages_named_once_per_request() && message.count &&
 		    message.count < capacity)
 			message.chunks[message.count++] = {message.chunks[0].phys_addr,
 							   1u << page_shift_};
@@ -456,7 +504,7 @@ template <BalloonOs Os> bool Messenger<Os>::add_message(QueueKind queue, Message
 	const Segment* out = chunked() ? message.chunks : &pfn_array;
 	unsigned out_count = chunked() ? message.count : 1;
 	Segment bitmap = {os_.phys_addr(message.initialised), (message.count + 7) / 8};
-	if (chunked() && VB_MUTANT(XCH_DRV_BITMAP_ONE_BYTE_LONG))
+	if (chunked() && !rules::range_bitmap_is_ceil_n_over_8())
 		bitmap.len = min<uint32_t>(bitmap.len + 1, sizeof(message.initialised));
 	bool wants_bitmap = carries_bitmap(queue);
 
@@ -473,7 +521,7 @@ template <BalloonOs Os>
 void Messenger<Os>::record_device_initialised(const Message& message, uint32_t written_bytes)
 {
 	const uint32_t bitmap_bytes = (message.count + 7) / 8;
-	if (written_bytes > bitmap_bytes && !VB_MUTANT(DI_DRV03_OVERLONG_BITMAP_TRUSTED)) {
+	if (written_bytes > bitmap_bytes && rules::overlong_bitmap_voids_its_request()) {
 		counters_.device_init_overclaims.add(1);
 		return;
 	}
@@ -493,7 +541,7 @@ void Messenger<Os>::record_device_initialised(const Message& message, uint32_t w
 	if (chunked()) {
 		for (uint32_t i = 0; i < message.count; i++) {
 			const bool beyond_trusted =
-				VB_MUTANT(XCH_DRV_BITS_TRUSTED_BEYOND_USED_LENGTH) &&
+				!rules::range_bits_count_below_used_length_only() &&
 				(message.initialised[i / 8] >> (i % 8)) & 1;
 			if (!bit_set(i) && !beyond_trusted)
 				continue;

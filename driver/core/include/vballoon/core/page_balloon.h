@@ -154,6 +154,8 @@ private:
 			     uint64_t* allocated, bool* short_of_pages);
 	size_t fold_last_run(size_t first_run, size_t run_count);
 	uint64_t batch_pages(unsigned batch_index) const;
+	uint64_t pages_below_target(uint64_t on_their_way) const;
+	bool close_inflate(Outbox& box, uint64_t allocated, uint64_t acknowledged_pages);
 	void keep_inflated(PageRun run);
 
 	// Deflate (page_balloon_deflate.h).

@@ -5,6 +5,7 @@
 #define VBALLOON_CORE_PAGE_BALLOON_INFLATE_H
 
 #include "vballoon/core/page_balloon.h"
+#include "vballoon/core/rules/messenger_rules.h"
 
 namespace vb {
 
@@ -129,11 +130,10 @@ template <BalloonOs Os> uint64_t PageBalloon<Os>::batch_pages(unsigned batch_ind
 template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire_pages)
 {
 	const uint64_t wanted_pages = wanted_wire_pages / wire_pages_per_page_;
-	const bool guest_initialises = traits_.initialise_before_inflate &&
-				       !negotiated(VB_F_X_INIT_ON_INFLATE) &&
-				       !negotiated(VB_F_DEVICE_INIT_ON_INFLATE) &&
-				       !VB_MUTANT(OP12_PAGES_WRITTEN_WHILE_INFLATING);
-	const bool awaits_acks = !VB_MUTANT(OP13_INFLATE_ACK_NOT_AWAITED);
+	const bool guest_initialises =
+		traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE) &&
+		!negotiated(VB_F_DEVICE_INIT_ON_INFLATE) && rules::inflating_pages_untouched();
+	const bool awaits_acks = rules::inflated_pages_wait_for_ack();
 	// Pages join the balloon list as the host acknowledges them, under the lock: deflate
 	// and compaction never see a page the host has not taken.
 	uint64_t acknowledged_pages = 0;
@@ -153,14 +153,10 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 	// whether allocating more still makes sense.
 	auto exchange = [&] {
 		messenger_.extend(box, run_count);
-		if (awaits_acks) {
-			while (box.in_flight_mask &&
-			       messenger_.collect(box, acknowledged, InitialisedBits::kRecord, false)) {
-			}
-		}
+		if (awaits_acks)
+			messenger_.collect_returned(box, acknowledged, InitialisedBits::kRecord);
 		messenger_.push(box, acknowledged);
-		// A queue that refuses with nothing in flight, or a device gone: stop here.
-		if (box.unfit || box.device_gone || (!box.in_flight_mask && box.packed_slot >= 0))
+		if (box.blocked())
 			allocating = false;
 		messenger_.park(box);
 	};
@@ -169,17 +165,12 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 		// The next batch, once everything allocated so far is on the ring.
 		uint64_t batch = 0;
 		if (allocating && allocated < wanted_pages && run_count < kRunsPerStep &&
-		    box.sent_pages == box.total_pages) {
+		    box.all_sent()) {
 			batch = min(batch_pages(batches++), wanted_pages - allocated);
-			if (allocated) {
-				// The host may lower the target while a step runs: ask again,
-				// counting what is ballooned and what is on its way.
-				const uint64_t target = target_wire_pages();
-				const uint64_t committed = balloon_wire_pages_.get() +
-							   (allocated - acknowledged_pages) * wire_pages_per_page_;
-				batch = target > committed ? min(batch, (target - committed) / wire_pages_per_page_) : 0;
-				if (!batch)
-					allocating = false;
+			if (allocated) { // the host may lower the target while a step runs
+				batch = min(batch,
+					    pages_below_target(allocated - acknowledged_pages));
+				allocating = batch != 0;
 			}
 		}
 		if (batch) {
@@ -201,40 +192,19 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 				continue;
 			}
 		}
-		if (!box.in_flight_mask || !awaits_acks)
+		if (!box.in_flight() || !awaits_acks)
 			break;
 		// Everything allocated is on the ring or waits for room on it: wait for the
 		// host, without the lock.
-		uint32_t len = 0;
-		void* token = os_.queue_wait_used(QueueKind::kInflate, &len);
+		const auto returned = messenger_.wait(box);
 		os_.lock();
-		if (token)
-			messenger_.take(box, token, len, acknowledged, InitialisedBits::kRecord);
-		else
-			messenger_.lose_in_flight(box);
+		messenger_.take(box, returned, acknowledged, InitialisedBits::kRecord);
 		exchange();
 		os_.unlock();
 	}
 
-	bool all_acknowledged = true;
-	if (allocated) {
-		os_.lock();
-		HostReply reply = messenger_.close_pipeline(box);
-		uint64_t unacknowledged_pages = 0;
-		reply.for_each_unacknowledged(inflate_runs_, [&](PageRun run, MessageOutcome outcome) {
-			if (outcome == MessageOutcome::kLost)
-				keep_inflated(run); // the host may hold it: not the guest's until a reset
-			else
-				os_.free_page_run(run); // never sent: still the guest's
-			unacknowledged_pages += run.count;
-		});
-		// Every page allocated went to the balloon or back to the guest, once.
-		VB_INVARIANT(box.total_pages == allocated);
-		VB_INVARIANT(acknowledged_pages + unacknowledged_pages == allocated);
-		all_acknowledged = reply.all_acknowledged();
-		update_actual_locked();
-		os_.unlock();
-	}
+	const bool all_acknowledged =
+		!allocated || close_inflate(box, allocated, acknowledged_pages);
 	for (size_t i = 0; i < unreachable.count; i++)
 		os_.free_page_run(unreachable.blocks[i]);
 	if (short_of_pages)
@@ -244,6 +214,41 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 	if (short_of_pages || !all_acknowledged)
 		return StepResult::kStalled;
 	return StepResult::kMoreWork;
+}
+
+// Guest pages the target still wants beyond those ballooned and `on_their_way` to the host
+// (sent or allocated, not yet acknowledged): the target is read again, the host may have
+// lowered it.
+template <BalloonOs Os> uint64_t PageBalloon<Os>::pages_below_target(uint64_t on_their_way) const
+{
+	const uint64_t target = target_wire_pages();
+	const uint64_t committed = balloon_wire_pages_.get() + on_their_way * wire_pages_per_page_;
+	return target > committed ? (target - committed) / wire_pages_per_page_ : 0;
+}
+
+// The end of a step that allocated `allocated` pages: what the host did not acknowledge
+// goes where its outcome says, and `actual` is brought up to date. Returns whether the
+// host acknowledged every page sent.
+template <BalloonOs Os>
+bool PageBalloon<Os>::close_inflate(Outbox& box, uint64_t allocated, uint64_t acknowledged_pages)
+{
+	os_.lock();
+	HostReply reply = messenger_.close_pipeline(box);
+	uint64_t unacknowledged_pages = 0;
+	reply.for_each_unacknowledged(inflate_runs_, [&](PageRun run, MessageOutcome outcome) {
+		if (outcome == MessageOutcome::kLost)
+			keep_inflated(run); // the host may hold it: not the guest's until a reset
+		else
+			os_.free_page_run(run); // never sent: still the guest's
+		unacknowledged_pages += run.count;
+	});
+	// Every page allocated went to the balloon or back to the guest, once.
+	VB_INVARIANT(box.pages() == allocated);
+	VB_INVARIANT(acknowledged_pages + unacknowledged_pages == allocated);
+	const bool all_acknowledged = reply.all_acknowledged();
+	update_actual_locked();
+	os_.unlock();
+	return all_acknowledged;
 }
 
 // Pages the host took (or may have taken): on the balloon list, counted in `actual`.

@@ -13,11 +13,17 @@
 #ifndef VBALLOON_SUPPORT_MUTANT_H
 #define VBALLOON_SUPPORT_MUTANT_H
 
+//
+// A hook sits in a rule predicate (the rules/ headers beside the code they guard), named
+// after the rule it keeps, so that code reads as the rule. VB_RULE declares one: constexpr
+// wherever the macro is `false`, so the predicate is a compile-time constant there.
 #ifdef VB_MUTANTS
 extern "C" bool vb_mutant_active(const char* id);
 #define VB_MUTANT(id) (vb_mutant_active(#id))
+#define VB_RULE inline
 #else
 #define VB_MUTANT(id) false
+#define VB_RULE constexpr
 #endif
 
 #endif
