@@ -66,13 +66,6 @@ public:
 	// stays 256 MiB.
 	static constexpr uint64_t kChunkedStepWirePages = 4194304;
 	static constexpr uint64_t kChunkedDeflateStepWirePages = 65536;
-	// With PFN arrays: 64 MiB a step, in messages of kWirePagesPerMessage with
-	// kMessagesInFlight on the ring. A step's fixed cost (the drained pipeline, `actual`
-	// written, the work item run again) came to most of a deflate's time at 4 MiB a step
-	// once its pages were freed in whole blocks (driver/linux/README.md, "Whole blocks").
-	// Fragmented memory ends a step sooner: it takes at most kRunsPerStep runs. A deflate
-	// step of 64 MiB keeps the lock for the host's work on 16384 pages (a few ms on QEMU).
-	static constexpr uint64_t kPfnStepWirePages = 16384;
 	// PageRuns per step: at least one per message's worth of wire pages.
 	static constexpr size_t kRunsPerStep = kWirePagesPerStep;
 	// Inflate sends a step in batches, each on the ring as soon as it is allocated, so the
@@ -164,11 +157,11 @@ private:
 
 	uint64_t inflate_step_wire_pages() const
 	{
-		return messenger_.chunked() ? kChunkedStepWirePages : kPfnStepWirePages;
+		return messenger_.chunked() ? kChunkedStepWirePages : kWirePagesPerStep;
 	}
 	uint64_t deflate_step_wire_pages() const
 	{
-		return messenger_.chunked() ? kChunkedDeflateStepWirePages : kPfnStepWirePages;
+		return messenger_.chunked() ? kChunkedDeflateStepWirePages : kWirePagesPerStep;
 	}
 	void update_actual_locked();
 
