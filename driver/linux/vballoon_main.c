@@ -68,7 +68,8 @@ MODULE_PARM_DESC(max_chunk_order,
 static bool keep_blocks_whole = true;
 module_param(keep_blocks_whole, bool, 0444);
 MODULE_PARM_DESC(keep_blocks_whole,
-		 "Keep inflated blocks of a pageblock or more whole and unmovable (default Y; N: split every block into movable pages)");
+		 "Keep inflated blocks of a pageblock or more whole and unmovable (default Y; N: "
+		 "split every block into movable pages)");
 
 static bool zero_on_inflate;
 module_param(zero_on_inflate, bool, 0444);

@@ -118,8 +118,8 @@ void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_ru
 	 * the kernel has no way to skip that for a page.
 	 */
 	for (i = 0; i < run->count;) {
-		uint64_t n = vb_whole_blocks_free(dev, run->first_pfn + i,
-						  run->first_pfn + run->count);
+		uint64_t n =
+			vb_whole_blocks_free(dev, run->first_pfn + i, run->first_pfn + run->count);
 
 		if (!n) {
 			put_page(pfn_to_page(run->first_pfn + i));

@@ -142,8 +142,8 @@ uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t
 	if (count < 1ULL << order) {
 		/* Part of the block: it joins the list once every part is in. */
 		for (i = 0; i < count; i++)
-			set_page_private(pfn_to_page(pfn + i), VB_WHOLE_BLOCK_INSERTED |
-							       VB_WHOLE_BLOCK_MARK | order);
+			set_page_private(pfn_to_page(pfn + i),
+					 VB_WHOLE_BLOCK_INSERTED | VB_WHOLE_BLOCK_MARK | order);
 		for (i = 0; i < 1ULL << order; i++) {
 			if (!(page_private(head + i) & VB_WHOLE_BLOCK_INSERTED))
 				return count;
@@ -183,8 +183,7 @@ void vb_whole_block_break_up(struct vballoon_dev *dev, struct page *page)
 }
 
 /* Off the list: the block is the caller's again, whole and still marked. */
-static void vb_whole_blocks_remove(struct vballoon_dev *dev, struct page *head,
-				   unsigned int order)
+static void vb_whole_blocks_remove(struct vballoon_dev *dev, struct page *head, unsigned int order)
 {
 	unsigned long i;
 
@@ -216,7 +215,7 @@ size_t vb_whole_blocks_take(struct vballoon_dev *dev, struct vballoon_page_run *
 
 			for (i = max_pages - *taken; i < count; i++)
 				set_page_private(head + i, VB_WHOLE_BLOCK_INSERTED |
-							   VB_WHOLE_BLOCK_MARK | order);
+								   VB_WHOLE_BLOCK_MARK | order);
 			vb_whole_block_split(dev, head, order);
 			count = max_pages - *taken;
 		}
