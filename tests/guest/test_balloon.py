@@ -306,13 +306,27 @@ LEAK_CYCLES = 36
 LEAK_WINDOW = 8
 
 
+def _leak_bounds(kver: str) -> tuple[int, int]:
+    """(free KiB, SUnreclaim KiB) a run of LEAK_CYCLES may drift by without a leak.
+    7.x drifts more on its own: on 7.3.4 our module moved free memory by 112-344 KiB and
+    SUnreclaim by 12-204 KiB over the 21 cycles in eight fresh guests (three builds that
+    differ only in code that allocates nothing, keep_blocks_whole=0 among them), and the
+    in-tree driver by 64-168 KiB (SUnreclaim up to 128); so there the bounds catch 4.6
+    pages or 12 KiB of slab per cycle (a virtqueue ring, the core's 48 KiB of runs), not 2
+    pages."""
+    if int(kver.split(".")[0]) >= 7:
+        return 384, 256
+    return 160, 128
+
+
 def test_load_unload_cycles_leak_nothing(plain_vm, driver):
     """36 cycles of: insmod, bind, inflate 64 MiB (the target set before probing), rmmod
     while inflated, after 10 such cycles of warm-up.  Balloon pages must all come back
     (MemTotal exact).  Some snapshots of SUnreclaim read 80 KiB above the others, even after
     an RCU grace period, and the next ones read the floor again, so a leak is measured between
     the floors (for free memory the ceilings) of the snapshots after the first 8 and the last
-    8 cycles, whose nearest members are 21 cycles apart.  The bounds (160 and 128 KiB) then
+    8 cycles, whose nearest members are 21 cycles apart.  The bounds (160 and 128 KiB on 6.x;
+    7.x drifts more, _leak_bounds()) then
     catch a leak of 2 pages or 6.1 KiB of slab per cycle, e.g. a virtqueue ring, a stats
     buffer or the device struct; a single 4 KiB page per cycle is below this resolution.
     Measured so, twice each: SUnreclaim moved by 28-32 KiB with the in-tree driver and 20 KiB
@@ -352,6 +366,7 @@ def test_load_unload_cycles_leak_nothing(plain_vm, driver):
           f"SUnreclaim {after['SUnreclaim'] - before['SUnreclaim']} KiB, "
           f"VmallocUsed {after['VmallocUsed'] - before['VmallocUsed']} KiB over "
           f"{LEAK_CYCLES} cycles")
-    assert before["free"] - after["free"] <= 160, (before, after, first, last)
-    assert after["SUnreclaim"] - before["SUnreclaim"] <= 128, (before, after, first, last)
+    free_bound, slab_bound = _leak_bounds(driver.image.kver)
+    assert before["free"] - after["free"] <= free_bound, (before, after, first, last)
+    assert after["SUnreclaim"] - before["SUnreclaim"] <= slab_bound, (before, after, first, last)
     assert after["VmallocUsed"] - before["VmallocUsed"] <= 64, (before, after, first, last)
