@@ -53,12 +53,18 @@ bool vb_whole_blocks_wanted(const struct vballoon_dev *dev, unsigned int order)
 	return dev->keep_blocks_whole && order >= pageblock_order;
 }
 
-static void vb_whole_block_mark(struct page *head, unsigned int order, unsigned long mark)
+static void vb_whole_block_mark(struct page *first, uint64_t count, unsigned long mark)
 {
-	unsigned long i;
+	uint64_t i;
 
-	for (i = 0; i < 1UL << order; i++)
-		set_page_private(head + i, mark);
+	for (i = 0; i < count; i++)
+		set_page_private(first + i, mark);
+}
+
+/* Pages of a block (order `order`) that are in the balloon before the block is. */
+static void vb_whole_block_mark_inserted(struct page *first, uint64_t count, unsigned int order)
+{
+	vb_whole_block_mark(first, count, VB_WHOLE_BLOCK_INSERTED | VB_WHOLE_BLOCK_MARK | order);
 }
 
 struct page *vb_whole_block_alloc(unsigned int order)
@@ -66,7 +72,7 @@ struct page *vb_whole_block_alloc(unsigned int order)
 	struct page *head = alloc_pages(VB_WHOLE_BLOCK_GFP, order);
 
 	if (head)
-		vb_whole_block_mark(head, order, VB_WHOLE_BLOCK_MARK | order);
+		vb_whole_block_mark(head, 1ULL << order, VB_WHOLE_BLOCK_MARK | order);
 	return head;
 }
 
@@ -141,9 +147,7 @@ uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t
 	count = vb_whole_block_part(head, order, pfn, end);
 	if (count < 1ULL << order) {
 		/* Part of the block: it joins the list once every part is in. */
-		for (i = 0; i < count; i++)
-			set_page_private(pfn_to_page(pfn + i),
-					 VB_WHOLE_BLOCK_INSERTED | VB_WHOLE_BLOCK_MARK | order);
+		vb_whole_block_mark_inserted(pfn_to_page(pfn), count, order);
 		for (i = 0; i < 1ULL << order; i++) {
 			if (!(page_private(head + i) & VB_WHOLE_BLOCK_INSERTED))
 				return count;
@@ -163,7 +167,7 @@ uint64_t vb_whole_blocks_free(struct vballoon_dev *dev, uint64_t pfn, uint64_t e
 		return 0;
 	count = vb_whole_block_part(head, order, pfn, end);
 	if (count == 1ULL << order) {
-		vb_whole_block_mark(head, order, 0);
+		vb_whole_block_mark(head, 1ULL << order, 0);
 		__free_pages(head, order);
 		return count;
 	}
@@ -211,13 +215,11 @@ size_t vb_whole_blocks_take(struct vballoon_dev *dev, struct vballoon_page_run *
 			 * Asked for less than a block (the OOM notifier's 1 MiB, a target that
 			 * is not a multiple of it): the rest stays ballooned as movable pages.
 			 */
-			uint64_t i;
+			uint64_t keep = max_pages - *taken;
 
-			for (i = max_pages - *taken; i < count; i++)
-				set_page_private(head + i, VB_WHOLE_BLOCK_INSERTED |
-								   VB_WHOLE_BLOCK_MARK | order);
+			vb_whole_block_mark_inserted(head + keep, count - keep, order);
 			vb_whole_block_split(dev, head, order);
-			count = max_pages - *taken;
+			count = keep;
 		}
 		nr_runs = vb_os_add_range_to_runs(runs, nr_runs, page_to_pfn(head), count);
 		*taken += count;
