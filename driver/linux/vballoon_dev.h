@@ -60,6 +60,9 @@ struct vballoon_dev {
 	bool keep_blocks_whole;
 	struct list_head whole_blocks;
 	unsigned long nr_whole_block_pages;
+	/* Blocks that left the balloon in one piece, and blocks split on the way (debugfs). */
+	unsigned long whole_blocks_freed;
+	unsigned long whole_blocks_split;
 
 	/* Config changes, and the core's own "call me again". */
 	struct delayed_work update_work;
@@ -103,8 +106,9 @@ struct page *vb_whole_block_alloc(unsigned int order);
 /*
  * Pages the driver owns from `pfn` to `end` (exclusive), as far as they are in one whole
  * block: inserts them into the balloon (the block joins the list once all its pages are
- * in), or gives them back to the guest (in one piece if they are the whole block, else
- * splitting it). Return how many pages that was, 0 if pfn is in no whole block.
+ * in), or gives them back to the guest (the block in one piece once all its parts were
+ * given back, or split if part of it stays in the balloon). Return how many pages that
+ * was, 0 if pfn is in no whole block.
  */
 uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t end);
 uint64_t vb_whole_blocks_free(struct vballoon_dev *dev, uint64_t pfn, uint64_t end);

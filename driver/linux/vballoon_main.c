@@ -399,6 +399,8 @@ static int vballoon_counters_show(struct seq_file *m, void *unused)
 	seq_printf(m, "balloon_pfns %llu\n", vballoon_core_balloon_pfns(vb->core));
 	seq_printf(m, "held_pages %lu\n", READ_ONCE(vb->nr_held_pages));
 	seq_printf(m, "whole_block_pages %lu\n", READ_ONCE(vb->nr_whole_block_pages));
+	seq_printf(m, "whole_blocks_freed %lu\n", READ_ONCE(vb->whole_blocks_freed));
+	seq_printf(m, "whole_blocks_split %lu\n", READ_ONCE(vb->whole_blocks_split));
 	for (i = 0; (name = vballoon_core_counter(vb->core, i, &value)); i++)
 		seq_printf(m, "%s %llu\n", name, value);
 	return 0;

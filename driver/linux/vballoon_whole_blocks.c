@@ -21,9 +21,14 @@
  * the driver's other pages have 0 there (the allocator clears it and balloon compaction's
  * dequeue does too), and only pages the driver owns are ever looked at. A block joins the
  * list once all its pages were inserted, in whatever order their parts came (each inserted
- * page carries VB_WHOLE_BLOCK_INSERTED until then). A block the core frees in part (pages
- * never sent) is split (split_page()) into order-0 pages, its inserted ones put on balloon
- * compaction's list: from then on they are ordinary balloon pages.
+ * page carries VB_WHOLE_BLOCK_INSERTED until then). Leaving works the same way: a deflate's
+ * messages acknowledge a block in parts too, and each part given back carries
+ * VB_WHOLE_BLOCK_RELEASED until the last part frees the block in one piece (splitting it
+ * at the first part would free 512 pages one by one, the cost whole blocks exist to
+ * avoid). A block whose parts go different ways (some inserted, some freed: pages never
+ * sent, a deflate the host refused in part) is split (split_page()) into order-0 pages:
+ * its inserted ones go on balloon compaction's list, from then on ordinary balloon pages,
+ * its released ones back to the allocator.
  *
  * PageOffline is set on a block's pages while the block is on the list, as balloon
  * compaction sets it on its pages, so dump tools skip memory the host holds.
@@ -40,6 +45,8 @@
 /* "vb" in the bits above the order: no kernel pointer and no order-0 page's value. */
 #define VB_WHOLE_BLOCK_MARK 0x76620000UL
 #define VB_WHOLE_BLOCK_INSERTED 0x100UL
+#define VB_WHOLE_BLOCK_RELEASED 0x200UL
+#define VB_WHOLE_BLOCK_PART_BITS (VB_WHOLE_BLOCK_INSERTED | VB_WHOLE_BLOCK_RELEASED)
 #define VB_WHOLE_BLOCK_ORDER_MASK 0xffUL
 
 /*
@@ -67,6 +74,22 @@ static void vb_whole_block_mark_inserted(struct page *first, uint64_t count, uns
 	vb_whole_block_mark(first, count, VB_WHOLE_BLOCK_INSERTED | VB_WHOLE_BLOCK_MARK | order);
 }
 
+/* Pages of a block that the balloon gave back before the rest of the block. */
+static void vb_whole_block_mark_released(struct page *first, uint64_t count, unsigned int order)
+{
+	vb_whole_block_mark(first, count, VB_WHOLE_BLOCK_RELEASED | VB_WHOLE_BLOCK_MARK | order);
+}
+
+/* How many of a block's pages carry `bit`. */
+static unsigned long vb_whole_block_count(struct page *head, unsigned int order, unsigned long bit)
+{
+	unsigned long i, n = 0;
+
+	for (i = 0; i < 1UL << order; i++)
+		n += !!(page_private(head + i) & bit);
+	return n;
+}
+
 struct page *vb_whole_block_alloc(unsigned int order)
 {
 	struct page *head = alloc_pages(VB_WHOLE_BLOCK_GFP, order);
@@ -79,7 +102,7 @@ struct page *vb_whole_block_alloc(unsigned int order)
 /* The whole block a page the driver owns belongs to, or NULL. */
 static struct page *vb_whole_block_of(struct page *page, unsigned int *order)
 {
-	unsigned long mark = page_private(page) & ~VB_WHOLE_BLOCK_INSERTED;
+	unsigned long mark = page_private(page) & ~VB_WHOLE_BLOCK_PART_BITS;
 	struct page *head;
 
 	if ((mark & ~VB_WHOLE_BLOCK_ORDER_MASK) != VB_WHOLE_BLOCK_MARK)
@@ -89,30 +112,41 @@ static struct page *vb_whole_block_of(struct page *page, unsigned int *order)
 		return NULL;
 	head = pfn_to_page(ALIGN_DOWN(page_to_pfn(page), 1UL << *order));
 	/* A head without the same mark would be a page that is not ours: leave it alone. */
-	if (WARN_ON_ONCE((page_private(head) & ~VB_WHOLE_BLOCK_INSERTED) != mark))
+	if (WARN_ON_ONCE((page_private(head) & ~VB_WHOLE_BLOCK_PART_BITS) != mark))
 		return NULL;
 	return head;
 }
 
 /*
- * From here on the block's pages are order-0 pages with a reference each; those already
- * inserted go on balloon compaction's list.
+ * From here on the block's pages are order-0 pages with a reference each: those already
+ * inserted go on balloon compaction's list, those already released back to the allocator,
+ * and the others are the caller's.
  */
 static void vb_whole_block_split(struct vballoon_dev *dev, struct page *head, unsigned int order)
 {
 	unsigned long i, inserted = 0;
 	LIST_HEAD(pages);
+	LIST_HEAD(released);
 
 	for (i = 0; i < 1UL << order; i++) {
 		if (page_private(head + i) & VB_WHOLE_BLOCK_INSERTED) {
 			list_add_tail(&(head + i)->lru, &pages);
 			inserted++;
+		} else if (page_private(head + i) & VB_WHOLE_BLOCK_RELEASED) {
+			list_add_tail(&(head + i)->lru, &released);
 		}
 		set_page_private(head + i, 0);
 	}
 	split_page(head, order);
+	WRITE_ONCE(dev->whole_blocks_split, dev->whole_blocks_split + 1);
 	if (inserted)
 		balloon_page_list_enqueue(&dev->b_dev_info, &pages);
+	while (!list_empty(&released)) {
+		struct page *page = list_first_entry(&released, struct page, lru);
+
+		list_del(&page->lru);
+		put_page(page);
+	}
 }
 
 /* The block's pages from `pfn` up to `end` or the block's end, whichever comes first. */
@@ -140,7 +174,7 @@ uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t
 {
 	unsigned int order;
 	struct page *head = vb_whole_block_of(pfn_to_page(pfn), &order);
-	uint64_t count, i;
+	uint64_t count;
 
 	if (!head)
 		return 0;
@@ -148,10 +182,13 @@ uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t
 	if (count < 1ULL << order) {
 		/* Part of the block: it joins the list once every part is in. */
 		vb_whole_block_mark_inserted(pfn_to_page(pfn), count, order);
-		for (i = 0; i < 1ULL << order; i++) {
-			if (!(page_private(head + i) & VB_WHOLE_BLOCK_INSERTED))
-				return count;
+		/* Another part already went back to the guest: the block never will be whole. */
+		if (vb_whole_block_count(head, order, VB_WHOLE_BLOCK_RELEASED)) {
+			vb_whole_block_split(dev, head, order);
+			return count;
 		}
+		if (vb_whole_block_count(head, order, VB_WHOLE_BLOCK_INSERTED) < 1UL << order)
+			return count;
 	}
 	vb_whole_blocks_add(dev, head, order);
 	return count;
@@ -161,19 +198,27 @@ uint64_t vb_whole_blocks_free(struct vballoon_dev *dev, uint64_t pfn, uint64_t e
 {
 	unsigned int order;
 	struct page *head = vb_whole_block_of(pfn_to_page(pfn), &order);
-	uint64_t count, i;
+	uint64_t count;
 
 	if (!head)
 		return 0;
 	count = vb_whole_block_part(head, order, pfn, end);
-	if (count == 1ULL << order) {
-		vb_whole_block_mark(head, 1ULL << order, 0);
-		__free_pages(head, order);
-		return count;
+	if (count < 1ULL << order) {
+		/*
+		 * Part of the block (a deflate message's half of it): the block goes back in one
+		 * piece once every part is released, unless part of it stays in the balloon.
+		 */
+		vb_whole_block_mark_released(pfn_to_page(pfn), count, order);
+		if (vb_whole_block_count(head, order, VB_WHOLE_BLOCK_INSERTED)) {
+			vb_whole_block_split(dev, head, order);
+			return count;
+		}
+		if (vb_whole_block_count(head, order, VB_WHOLE_BLOCK_RELEASED) < 1UL << order)
+			return count;
 	}
-	vb_whole_block_split(dev, head, order);
-	for (i = 0; i < count; i++)
-		put_page(pfn_to_page(pfn + i));
+	vb_whole_block_mark(head, 1ULL << order, 0);
+	__free_pages(head, order);
+	WRITE_ONCE(dev->whole_blocks_freed, dev->whole_blocks_freed + 1);
 	return count;
 }
 

@@ -166,10 +166,12 @@ PAGEBLOCK_PAGES = 512  # x86-64: 2 MiB
 def test_whole_blocks_are_split_when_a_deflate_is_refused(plain_vm, driver):
     """vballoon only (debugfs): inflate keeps free pageblocks whole, off balloon compaction's
     list (whole_block_pages, a multiple of a pageblock, most of a balloon taken from a fresh
-    guest). A deflate takes whole blocks first; when the host refuses it, the blocks it took
-    are split and held page by page (held_pages), each page counted once: nothing leaves the
-    balloon, MemTotal, `Balloon:` and `actual` stay. Once the host accepts again every page
-    comes back, whole or held: MemTotal exact, no block and no held page left, no WARN."""
+    guest). A deflate the host accepts gives each block back in one piece, though each of its
+    PFN messages covers half a block (whole_blocks_freed counts every block, none split). A
+    deflate takes whole blocks first; when the host refuses it, the blocks it took are split
+    and held page by page (held_pages), each page counted once: nothing leaves the balloon,
+    MemTotal, `Balloon:` and `actual` stay. Once the host accepts again every page comes back,
+    whole or held: MemTotal exact, no block and no held page left, no WARN."""
     vm = plain_vm
     ram = vm.ram_bytes
     half_pages = (ram // 2) // guestvm.PAGE_BYTES
@@ -178,6 +180,17 @@ def test_whole_blocks_are_split_when_a_deflate_is_refused(plain_vm, driver):
     dev = vm.balloon_device()
     refuse = f"/sys/kernel/debug/vballoon/{dev}/refuse_deflates"
     try:
+        balloon_to(vm, ram // 2)
+        counters = vm.vballoon_counters()
+        whole_blocks = counters["whole_block_pages"] // PAGEBLOCK_PAGES
+        assert whole_blocks > 0, counters
+        balloon_to(vm, ram)
+        after = vm.vballoon_counters()
+        assert after["whole_block_pages"] == 0, after
+        assert after["whole_blocks_split"] == counters["whole_blocks_split"], after
+        assert after["whole_blocks_freed"] - counters["whole_blocks_freed"] == whole_blocks, after
+        _assert_balloon_accounted(vm, total0, 0)
+
         balloon_to(vm, ram // 2)
         counters = vm.vballoon_counters()
         whole = counters["whole_block_pages"]
