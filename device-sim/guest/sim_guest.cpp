@@ -143,8 +143,8 @@ std::string SimGuest::probe()
 
 	uint64_t core_gpa = kernel_alloc(sizeof(Core), alignof(Core));
 	void* core_memory = memory_.translate(core_gpa, sizeof(Core));
-	step_runs_ = std::make_unique<Core::StepRuns>();
-	core_ = new (core_memory) Core(*os_, device_bits, traits, *step_runs_);
+	workspace_ = std::make_unique<Core::Workspace>();
+	core_ = new (core_memory) Core(*os_, device_bits, traits, *workspace_);
 	core_->set_max_chunk_order(options_.max_chunk_order);
 	if (!core_->prepare()) {
 		core_->~Core();

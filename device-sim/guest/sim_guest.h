@@ -183,8 +183,9 @@ private:
 	const SimGuestOptions options_;
 	std::unique_ptr<BuddyAllocator> allocator_;
 	std::unique_ptr<SimOs> os_;
-	// The core's page runs, which the device never reads, live outside guest RAM.
-	std::unique_ptr<Core::StepRuns> step_runs_;
+	// The core's workspace (page runs, hint chain blocks), which the device never reads,
+	// lives outside guest RAM.
+	std::unique_ptr<Core::Workspace> workspace_;
 	Core* core_ = nullptr;
 	uint64_t kernel_next_ = 0;
 	uint64_t negotiated_features_ = 0;

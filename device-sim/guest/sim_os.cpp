@@ -364,6 +364,12 @@ bool SimOs::device_serves() const
 	return !transport_.removed() && !(transport_.status() & VB_STATUS_NEEDS_RESET);
 }
 
+bool SimOs::queue_broken(vb::QueueKind kind)
+{
+	DriverRing* ring_for_kind = ring(kind);
+	return !ring_for_kind || ring_for_kind->broken() || !device_serves();
+}
+
 uint32_t SimOs::queue_size(vb::QueueKind kind)
 {
 	DriverRing* ring_for_kind = ring(kind);

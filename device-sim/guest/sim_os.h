@@ -86,6 +86,7 @@ public:
 	void queue_kick(vb::QueueKind kind);
 	void* queue_get_used(vb::QueueKind kind, uint32_t* len);
 	void* queue_wait_used(vb::QueueKind kind, uint32_t* len);
+	bool queue_broken(vb::QueueKind kind);
 	uint32_t queue_size(vb::QueueKind kind);
 	uint32_t config_read32(uint32_t offset);
 	void config_write32(uint32_t offset, uint32_t value);

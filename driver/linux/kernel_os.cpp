@@ -91,6 +91,10 @@ struct KernelOs {
 	{
 		return vb_os_queue_wait_used(dev, static_cast<unsigned>(queue), len);
 	}
+	bool queue_broken(vb::QueueKind queue)
+	{
+		return vb_os_queue_broken(dev, static_cast<unsigned>(queue));
+	}
 	uint32_t queue_size(vb::QueueKind queue)
 	{
 		return vb_os_queue_size(dev, static_cast<unsigned>(queue));
@@ -142,22 +146,25 @@ using KernelBalloon = vb::Balloon<KernelOs>;
 static_assert(KernelBalloon::kChunksPerMessageMax + 1 <= VB_OS_MAX_SEGMENTS);
 static_assert(KernelBalloon::kReportRunsMax == VB_OS_REPORT_RUNS_MAX &&
 	      VB_OS_REPORT_RUNS_MAX <= VB_OS_MAX_SEGMENTS);
+// free_page_vq's chains, as long as a chain of hint blocks.
+static_assert(vb::HintChainPacker::kBlocksPerChainMax == VB_OS_HINT_CHAIN_SEGMENTS_MAX);
 
 // What lives in the C side's kmalloc allocation: the OS object first, since the balloon keeps
-// a reference to it. The step's page runs live in a second allocation (StepRuns).
+// a reference to it. The core's workspace (page runs, hint chain blocks) lives in a second
+// allocation.
 struct CoreStorage {
 	KernelOs os;
 	KernelBalloon balloon;
 
 	CoreStorage(vballoon_dev* dev, uint64_t features, const vb::GuestTraits& traits,
-		    KernelBalloon::StepRuns& runs)
-	    : os{dev}, balloon(os, features, traits, runs)
+		    KernelBalloon::Workspace& workspace)
+	    : os{dev}, balloon(os, features, traits, workspace)
 	{
 	}
 };
 
 // kmalloc guarantees 8-byte alignment for any size (ARCH_KMALLOC_MINALIGN on x86-64).
-static_assert(alignof(CoreStorage) <= 8 && alignof(KernelBalloon::StepRuns) <= 8);
+static_assert(alignof(CoreStorage) <= 8 && alignof(KernelBalloon::Workspace) <= 8);
 // The object must be physically contiguous (the device reads buffers inside it): keep it
 // within an order-1 kmalloc, which probe gets even on a fragmented guest. The runs, which
 // are most of the core's memory, may come from vmalloc.
@@ -240,9 +247,9 @@ size_t vballoon_core_size(void)
 	return sizeof(CoreStorage);
 }
 
-size_t vballoon_core_runs_size(void)
+size_t vballoon_core_workspace_size(void)
 {
-	return sizeof(KernelBalloon::StepRuns);
+	return sizeof(KernelBalloon::Workspace);
 }
 
 uint64_t vballoon_accept_features(uint64_t offered, const vballoon_guest_traits* traits)
@@ -250,18 +257,18 @@ uint64_t vballoon_accept_features(uint64_t offered, const vballoon_guest_traits*
 	return vb::accept_features(offered, to_traits(traits));
 }
 
-vballoon_core* vballoon_core_init(void* mem, size_t size, void* runs_mem, size_t runs_size,
-				  vballoon_dev* dev, uint64_t features,
+vballoon_core* vballoon_core_init(void* mem, size_t size, void* workspace_mem,
+				  size_t workspace_size, vballoon_dev* dev, uint64_t features,
 				  const vballoon_guest_traits* traits)
 {
 	if (size < sizeof(CoreStorage) ||
 	    reinterpret_cast<uintptr_t>(mem) % alignof(CoreStorage) != 0 ||
-	    runs_size < sizeof(KernelBalloon::StepRuns) ||
-	    reinterpret_cast<uintptr_t>(runs_mem) % alignof(KernelBalloon::StepRuns) != 0)
+	    workspace_size < sizeof(KernelBalloon::Workspace) ||
+	    reinterpret_cast<uintptr_t>(workspace_mem) % alignof(KernelBalloon::Workspace) != 0)
 		return nullptr;
-	auto* runs = new (runs_mem) KernelBalloon::StepRuns;
+	auto* workspace = new (workspace_mem) KernelBalloon::Workspace;
 	return reinterpret_cast<vballoon_core*>(
-		new (mem) CoreStorage(dev, features, to_traits(traits), *runs));
+		new (mem) CoreStorage(dev, features, to_traits(traits), *workspace));
 }
 
 void vballoon_core_destroy(vballoon_core* core)

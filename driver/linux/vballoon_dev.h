@@ -24,23 +24,32 @@
 
 struct dentry;
 
+/* A chain of hint blocks as virtqueue_add_sgs() takes it (32 KiB: kvmalloc). */
+struct vb_os_hint_sg {
+	struct scatterlist sg[VB_OS_HINT_CHAIN_SEGMENTS_MAX];
+	struct scatterlist *sgs[VB_OS_HINT_CHAIN_SEGMENTS_MAX];
+};
+
 struct vballoon_dev {
 	struct virtio_device *vdev;
 	/* Indexed by spec queue kind (VB_QUEUE_*); NULL for a queue not negotiated. */
 	struct virtqueue *vqs[VB_QUEUE_KIND_COUNT];
 	/* Inflate and deflate acknowledgements; see vb_os_queue_wait_used(). */
 	wait_queue_head_t acked;
-	/* vb_os_queue_add()'s scatterlists, per queue: too large for the stack. */
+	/*
+	 * vb_os_queue_add()'s scatterlists, per queue: too large for the stack. free_page_vq
+	 * uses hint_sg instead.
+	 */
 	struct scatterlist sg[VB_QUEUE_KIND_COUNT][VB_OS_MAX_SEGMENTS];
 	struct scatterlist *sgs[VB_QUEUE_KIND_COUNT][VB_OS_MAX_SEGMENTS];
 
 	/*
 	 * The C++ core, constructed in core_mem (kmalloc memory: it holds the buffers the
-	 * device reads), and its page runs in runs_mem (kvmalloc: the CPU alone reads them).
+	 * device reads), and its workspace in workspace_mem (kvmalloc: the CPU alone reads it).
 	 */
 	struct vballoon_core *core;
 	void *core_mem;
-	void *runs_mem;
+	void *workspace_mem;
 
 	/* The balloon lock (vb::BalloonOs lock/unlock/try_lock). */
 	struct mutex balloon_lock;
@@ -87,8 +96,8 @@ struct vballoon_dev {
 	struct list_head hint_blocks;
 	/* NULL unless registered (vb_shrinker_create()). */
 	struct shrinker *hint_shrinker;
-	/* Hint blocks gathered into descriptor chains (vballoon_hint_batch_*()). */
-	struct vballoon_hint_batch *hint_batch;
+	/* vb_os_queue_add()'s scatterlists for free_page_vq's chains of hint blocks. */
+	struct vb_os_hint_sg *hint_sg;
 
 	/* Free page reporting. */
 	struct page_reporting_dev_info pr_dev_info;
@@ -130,13 +139,5 @@ void vballoon_free_pages_config_changed(struct vballoon_dev *vb);
 void vballoon_free_pages_stop(struct vballoon_dev *vb);
 void vballoon_free_pages_device_reset(struct vballoon_dev *vb);
 void vballoon_free_pages_destroy(struct vballoon_dev *vb);
-/* free_page_vq as vballoon_os.c's queue functions see it; see vballoon_free_pages.c. */
-bool vballoon_hint_batch_add(struct vballoon_dev *vb, const struct vballoon_segment *out,
-			     unsigned int n_out, const struct vballoon_segment *in,
-			     unsigned int n_in, void *token);
-void vballoon_hint_batch_flush(struct vballoon_dev *vb);
-bool vballoon_hint_batch_failed(struct vballoon_dev *vb);
-void *vballoon_hint_batch_drained(struct vballoon_dev *vb, uint32_t *len);
-void *vballoon_hint_batch_unpack(struct vballoon_dev *vb, void *token);
 
 #endif /* VBALLOON_LINUX_VBALLOON_DEV_H */

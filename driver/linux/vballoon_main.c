@@ -458,8 +458,8 @@ static int vballoon_probe(struct virtio_device *vdev)
 	if (!vb)
 		return -ENOMEM;
 	/* Only the CPU reads the core's page runs: vmalloc may back them. */
-	vb->runs_mem = kvzalloc(vballoon_core_runs_size(), GFP_KERNEL);
-	if (!vb->runs_mem) {
+	vb->workspace_mem = kvzalloc(vballoon_core_workspace_size(), GFP_KERNEL);
+	if (!vb->workspace_mem) {
 		kfree(vb);
 		return -ENOMEM;
 	}
@@ -499,8 +499,8 @@ static int vballoon_probe(struct virtio_device *vdev)
 		goto out_del_vqs;
 	}
 	vballoon_guest_traits(&traits);
-	vb->core = vballoon_core_init(vb->core_mem, core_size, vb->runs_mem,
-				      vballoon_core_runs_size(), vb, vdev->features, &traits);
+	vb->core = vballoon_core_init(vb->core_mem, core_size, vb->workspace_mem,
+				      vballoon_core_workspace_size(), vb, vdev->features, &traits);
 	if (WARN_ON(!vb->core)) {
 		err = -EINVAL;
 		goto out_free_core;
@@ -536,7 +536,7 @@ out_del_vqs:
 	vballoon_del_vqs(vb);
 out_free_vb:
 	vballoon_free_pages_destroy(vb);
-	kvfree(vb->runs_mem);
+	kvfree(vb->workspace_mem);
 	kfree(vb);
 	vdev->priv = NULL;
 	return err;
@@ -574,7 +574,7 @@ static void vballoon_remove(struct virtio_device *vdev)
 	vballoon_core_destroy(vb->core);
 	vballoon_free_pages_destroy(vb);
 	kfree(vb->core_mem);
-	kvfree(vb->runs_mem);
+	kvfree(vb->workspace_mem);
 	kfree(vb);
 }
 

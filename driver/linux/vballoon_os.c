@@ -352,30 +352,43 @@ static struct virtqueue *vb_os_vq(struct vballoon_dev *dev, unsigned int kind)
 	return dev->vqs[kind];
 }
 
+/*
+ * virtqueue_add_sgs()'s scatterlists for `kind`, as many entries as the core's longest chain
+ * on it: virtqueue users already serialise their calls per queue, so one set per queue will
+ * do. free_page_vq's chains of hint blocks are far longer than the others', so its set is
+ * allocated apart (vballoon_free_pages_init()). Returns how many entries there are.
+ */
+static unsigned int vb_os_queue_scratch(struct vballoon_dev *dev, unsigned int kind,
+					struct scatterlist **sg, struct scatterlist ***sgs)
+{
+	if (kind == VB_QUEUE_FREE_PAGE) {
+		if (WARN_ON_ONCE(!dev->hint_sg))
+			return 0;
+		*sg = dev->hint_sg->sg;
+		*sgs = dev->hint_sg->sgs;
+		return VB_OS_HINT_CHAIN_SEGMENTS_MAX;
+	}
+	*sg = dev->sg[kind];
+	*sgs = dev->sgs[kind];
+	return VB_OS_MAX_SEGMENTS;
+}
+
 bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 		     const struct vballoon_segment *out, unsigned int n_out,
 		     const struct vballoon_segment *in, unsigned int n_in, void *token)
 {
 	struct virtqueue *vq = vb_os_vq(dev, kind);
 	struct scatterlist *sg, **sgs;
-	unsigned int i;
+	unsigned int i, max_segments;
+	gfp_t gfp;
 
-	if (!vq || WARN_ON_ONCE(n_out + n_in == 0 || n_out + n_in > VB_OS_MAX_SEGMENTS))
+	if (!vq)
+		return false;
+	max_segments = vb_os_queue_scratch(dev, kind, &sg, &sgs);
+	if (WARN_ON_ONCE(n_out + n_in == 0 || n_out + n_in > max_segments))
 		return false;
 	if (vb_test_hook_refuse_buffer(dev, kind))
 		return false;
-	if (kind == VB_QUEUE_FREE_PAGE) {
-		/* Hint blocks wait for the next kick, gathered into one chain. */
-		if (vballoon_hint_batch_add(dev, out, n_out, in, n_in, token))
-			return true;
-		/* Anything else (an id, STOP) goes behind the blocks added before it. */
-		vballoon_hint_batch_flush(dev);
-		if (vballoon_hint_batch_failed(dev))
-			return false;
-	}
-	/* Per-queue scratch: virtqueue users already serialise their calls per queue. */
-	sg = dev->sg[kind];
-	sgs = dev->sgs[kind];
 
 	for (i = 0; i < n_out + n_in; i++) {
 		const struct vballoon_segment *seg = i < n_out ? &out[i] : &in[i - n_out];
@@ -395,17 +408,19 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 	 * every caller holds the balloon lock that the notifier takes. The only allocation
 	 * virtio_ring makes is an indirect table for chains of more than one segment, and when
 	 * it fails it uses direct descriptors instead; the core's one-segment messages never
-	 * allocate at all.
+	 * allocate at all. free_page_vq alone may sleep: only the hint work item adds to it,
+	 * without the balloon lock, and a chain of hint blocks (up to 8 KiB of table) would
+	 * otherwise take a descriptor per segment whenever memory is short. The core counts one
+	 * descriptor per block, so it fits either way.
 	 */
-	return virtqueue_add_sgs(vq, sgs, n_out, n_in, token, GFP_NOWAIT | __GFP_NOWARN) == 0;
+	gfp = kind == VB_QUEUE_FREE_PAGE ? GFP_KERNEL : GFP_NOWAIT | __GFP_NOWARN;
+	return virtqueue_add_sgs(vq, sgs, n_out, n_in, token, gfp) == 0;
 }
 
 void vb_os_queue_kick(struct vballoon_dev *dev, unsigned int kind)
 {
 	struct virtqueue *vq = vb_os_vq(dev, kind);
 
-	if (kind == VB_QUEUE_FREE_PAGE)
-		vballoon_hint_batch_flush(dev);
 	if (vq)
 		virtqueue_kick(vq);
 }
@@ -418,14 +433,7 @@ void *vb_os_queue_get_used(struct vballoon_dev *dev, unsigned int kind, uint32_t
 
 	if (!vq)
 		return NULL;
-	if (kind == VB_QUEUE_FREE_PAGE) {
-		token = vballoon_hint_batch_drained(dev, len);
-		if (token)
-			return token;
-	}
 	token = virtqueue_get_buf(vq, &used_len);
-	if (kind == VB_QUEUE_FREE_PAGE)
-		token = vballoon_hint_batch_unpack(dev, token);
 	*len = used_len;
 	return token;
 }
@@ -438,18 +446,9 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 
 	if (!vq)
 		return NULL;
-	if (kind == VB_QUEUE_FREE_PAGE) {
-		/* Nothing to wait for that the device has not been given. */
-		vballoon_hint_batch_flush(dev);
-		token = vballoon_hint_batch_drained(dev, len);
-		if (token)
-			return token;
-		/* A broken device returns nothing; remove and freeze want the round over. */
-		if (vballoon_hint_batch_failed(dev) || vballoon_core_hint_stopping(dev->core))
-			return NULL;
-		/* The free page queue interrupts only while someone waits (vballoon_init_vqs()). */
+	/* The free page queue interrupts only while someone waits (vballoon_init_vqs()). */
+	if (kind == VB_QUEUE_FREE_PAGE)
 		virtqueue_enable_cb(vq);
-	}
 	for (;;) {
 		/* The queue's callback wakes `acked` (vballoon_ack). */
 		wait_event_timeout(dev->acked, (token = virtqueue_get_buf(vq, &used_len)),
@@ -459,17 +458,27 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 		/* A broken queue (the device went away) will never return the buffer. */
 		if (virtqueue_is_broken(vq))
 			break;
+		/*
+		 * Remove and freeze stop a hint round that may already sleep here
+		 * (vb::FreePageHinter::hint_stopping()); the core checks before it waits.
+		 */
 		if (kind == VB_QUEUE_FREE_PAGE && vballoon_core_hint_stopping(dev->core))
 			break;
 	}
-	if (kind == VB_QUEUE_FREE_PAGE) {
+	if (kind == VB_QUEUE_FREE_PAGE)
 		virtqueue_disable_cb(vq);
-		token = vballoon_hint_batch_unpack(dev, token);
-	}
 	if (!token)
 		return NULL;
 	*len = used_len;
 	return token;
+}
+
+bool vb_os_queue_broken(struct vballoon_dev *dev, unsigned int kind)
+{
+	struct virtqueue *vq = vb_os_vq(dev, kind);
+
+	vb_test_hook_queue_asked_if_broken(dev, kind);
+	return !vq || virtqueue_is_broken(vq);
 }
 
 uint32_t vb_os_queue_size(struct vballoon_dev *dev, unsigned int kind)

@@ -77,6 +77,8 @@ struct vballoon_guest_traits {
  * the core never sends more.
  */
 #define VB_OS_MAX_SEGMENTS 40
+/* ...except on free_page_vq, where a chain carries up to 512 hint blocks (kernel_os.cpp). */
+#define VB_OS_HINT_CHAIN_SEGMENTS_MAX 512
 
 /* vb::StepResult values (checked in kernel_os.cpp). */
 #define VB_OS_STEP_SETTLED 0
@@ -120,6 +122,7 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 void vb_os_queue_kick(struct vballoon_dev *dev, unsigned int kind);
 void *vb_os_queue_get_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len);
 void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len);
+bool vb_os_queue_broken(struct vballoon_dev *dev, unsigned int kind);
 uint32_t vb_os_queue_size(struct vballoon_dev *dev, unsigned int kind);
 uint32_t vb_os_config_read32(struct vballoon_dev *dev, uint32_t offset);
 void vb_os_config_write32(struct vballoon_dev *dev, uint32_t offset, uint32_t value);
@@ -137,23 +140,23 @@ void vb_invariant_failed(const char *condition, const char *file, int line);
 
 /*
  * The memory vballoon_core_init() needs (8-byte alignment is enough for both): the core
- * object (at most 8 KiB, physically contiguous: kmalloc) and its page runs (read only by
- * the CPU: kvmalloc will do).
+ * object (at most 8 KiB, physically contiguous: kmalloc) and its workspace (page runs and
+ * hint chain blocks, read only by the CPU: kvmalloc will do).
  */
 size_t vballoon_core_size(void);
-size_t vballoon_core_runs_size(void);
+size_t vballoon_core_workspace_size(void);
 
 /* What to accept of the device-specific feature bits (0-23) `offered`. */
 uint64_t vballoon_accept_features(uint64_t offered, const struct vballoon_guest_traits *traits);
 
 /*
  * Constructs the core in `mem` (vballoon_core_size() bytes of kmalloc memory: the core
- * holds the buffers the device reads, so virt_to_phys() must work on it), with its page runs
- * in `runs_mem` (vballoon_core_runs_size() bytes, any kernel memory; both must outlive the
- * core). Returns NULL if either is too small or misaligned.
+ * holds the buffers the device reads, so virt_to_phys() must work on it), with its
+ * workspace in `workspace_mem` (vballoon_core_workspace_size() bytes, any kernel memory;
+ * both must outlive the core). Returns NULL if either is too small or misaligned.
  */
-struct vballoon_core *vballoon_core_init(void *mem, size_t size, void *runs_mem,
-					 size_t runs_size, struct vballoon_dev *dev,
+struct vballoon_core *vballoon_core_init(void *mem, size_t size, void *workspace_mem,
+					 size_t workspace_size, struct vballoon_dev *dev,
 					 uint64_t features,
 					 const struct vballoon_guest_traits *traits);
 void vballoon_core_destroy(struct vballoon_core *core);

@@ -44,12 +44,17 @@ bool vb_test_hook_shorten_segment(struct vballoon_dev *vb, unsigned int kind,
 	return true;
 }
 
-/* break_after_hint_blocks: the Nth block of a round breaks the device. */
-void vb_test_hook_hint_block_added(struct vballoon_dev *vb)
+/*
+ * break_after_hint_blocks: the Nth block of a round breaks the device; the core asks
+ * whether free_page_vq is broken as it takes each block (vb::FreePageHinter).
+ */
+void vb_test_hook_queue_asked_if_broken(struct vballoon_dev *vb, unsigned int kind)
 {
 	struct vballoon_test_hooks *hooks = &vb->test_hooks;
 	u32 after = READ_ONCE(hooks->break_after_hint_blocks);
 
+	if (kind != VB_QUEUE_FREE_PAGE)
+		return;
 	if (after && ++hooks->hint_blocks_added == after) {
 		dev_info(&vb->vdev->dev, "device broken after %u hint blocks, as asked (debugfs)\n",
 			 hooks->hint_blocks_added);

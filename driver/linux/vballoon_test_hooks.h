@@ -5,8 +5,9 @@
  * Four debugfs knobs in /sys/kernel/debug/vballoon/<device>/ let the suite reach paths a
  * well-behaved QEMU never takes: refuse_deflates (deflateq refuses every buffer),
  * misalign_next_inflate (the next inflate segment over 2 KiB goes 2 KiB short, once),
- * break_after_hint_blocks (the device is marked broken when a hint round adds its Nth
- * block, as a surprise removal does) and fail_next_restore (the next restore fails once its
+ * break_after_hint_blocks (the device is marked broken when a hint round is about to add
+ * its Nth block, as a surprise removal does: the core asks whether free_page_vq is broken
+ * before each block) and fail_next_restore (the next restore fails once its
  * queues are up). One of them breaks the device: a module users load must not carry them.
  * So they exist only when the build asks for them (Kbuild's VB_TEST_HOOKS=1, which
  * driver/linux/build-module.sh and CI set), as the kernel keeps should_fail() behind
@@ -36,7 +37,7 @@ void vb_test_hooks_debugfs(struct vballoon_dev *vb, struct dentry *dir);
 bool vb_test_hook_refuse_buffer(struct vballoon_dev *vb, unsigned int kind);
 bool vb_test_hook_shorten_segment(struct vballoon_dev *vb, unsigned int kind,
 				  const struct vballoon_segment *seg);
-void vb_test_hook_hint_block_added(struct vballoon_dev *vb);
+void vb_test_hook_queue_asked_if_broken(struct vballoon_dev *vb, unsigned int kind);
 bool vb_test_hook_fail_restore(struct vballoon_dev *vb);
 
 #else
@@ -57,7 +58,7 @@ static inline bool vb_test_hook_shorten_segment(struct vballoon_dev *vb, unsigne
 	return false;
 }
 
-static inline void vb_test_hook_hint_block_added(struct vballoon_dev *vb) {}
+static inline void vb_test_hook_queue_asked_if_broken(struct vballoon_dev *vb, unsigned int kind) {}
 
 static inline bool vb_test_hook_fail_restore(struct vballoon_dev *vb)
 {

@@ -155,8 +155,8 @@ TEST(BalloonCore, TargetBeyondWirePfnsStillStallsCleanly)
 {
 	// A page beyond 16 TiB cannot be named by a 32-bit PFN: it goes straight back.
 	FakeOs os(0x100000000ull - 8, 64);
-	vb::Balloon<FakeOs>::StepRuns runs;
-	vb::Balloon<FakeOs> balloon(os, kStandard, {}, runs);
+	vb::Balloon<FakeOs>::Workspace workspace;
+	vb::Balloon<FakeOs> balloon(os, kStandard, {}, workspace);
 	ASSERT_TRUE(balloon.prepare());
 	os.config[0] = 64;
 	vb::StepResult result;
@@ -226,8 +226,8 @@ TEST(BalloonCore, StatsCarryTheSameTagSubsetEveryTimeWithOneBufferOutstanding)
 	os.stats.value[VB_S_MEMFREE] = 111;
 	os.stats.value[VB_S_MEMTOT] = 222;
 	os.stats.value[VB_S_AVAIL] = 333;
-	vb::Balloon<FakeOs>::StepRuns runs;
-	vb::Balloon<FakeOs> balloon(os, kStandard, {}, runs);
+	vb::Balloon<FakeOs>::Workspace workspace;
+	vb::Balloon<FakeOs> balloon(os, kStandard, {}, workspace);
 	ASSERT_TRUE(balloon.prepare());
 	ASSERT_EQ(os.events_of(Event::kKick).size(), 0u) << "statsq is notified only after DRIVER_OK";
 	balloon.start();
@@ -306,8 +306,8 @@ TEST(BalloonCore, RoundsTargetUpToWholeGuestPages)
 	vb::GuestTraits traits;
 	traits.page_shift = 16;
 	FakeOs os(16, 1024);
-	vb::Balloon<FakeOs>::StepRuns runs;
-	vb::Balloon<FakeOs> balloon(os, kStandard, traits, runs);
+	vb::Balloon<FakeOs>::Workspace workspace;
+	vb::Balloon<FakeOs> balloon(os, kStandard, traits, workspace);
 	ASSERT_TRUE(balloon.prepare());
 	os.config[0] = 33; // two pages and one 4 KiB unit
 	vb::StepResult result;
@@ -328,8 +328,9 @@ TEST(BalloonCore, PoisonValueIsWrittenBeforeDriverOkOnlyWhenNegotiated)
 	traits.freed_pages_need_pattern = true;
 	traits.free_page_pattern = 0xaaaaaaaa;
 	FakeOs os(kFirstPfn, kGuestPages);
-	vb::Balloon<FakeOs>::StepRuns runs;
-	vb::Balloon<FakeOs> balloon(os, kStandard | VB_FEATURE(VB_F_PAGE_POISON), traits, runs);
+	vb::Balloon<FakeOs>::Workspace workspace;
+	vb::Balloon<FakeOs> balloon(os, kStandard | VB_FEATURE(VB_F_PAGE_POISON), traits,
+				    workspace);
 	ASSERT_TRUE(balloon.prepare());
 	// prepare() is what the OS calls before it sets DRIVER_OK.
 	EXPECT_EQ(os.config[VB_CONFIG_POISON_VAL_OFFSET / 4], 0xaaaaaaaau);
@@ -373,8 +374,8 @@ TEST(BalloonCore, StatsBufferIsPrimedBeforeDriverOk)
 {
 	FakeOs os(kFirstPfn, kGuestPages);
 	os.stats.present_mask = 1u << VB_S_MEMFREE;
-	vb::Balloon<FakeOs>::StepRuns runs;
-	vb::Balloon<FakeOs> balloon(os, kStandard, {}, runs);
+	vb::Balloon<FakeOs>::Workspace workspace;
+	vb::Balloon<FakeOs> balloon(os, kStandard, {}, workspace);
 	ASSERT_TRUE(balloon.prepare());
 	auto& stats = os.queues[static_cast<int>(vb::QueueKind::kStats)];
 	EXPECT_EQ(stats.pending.size(), 1u) << "one buffer on the statsq before DRIVER_OK";
@@ -505,8 +506,8 @@ TEST(BalloonCoreChunked, BatchesStartSmallAndDoubleUpToTheCap)
 	traits.page_shift = 16;
 	FakeOs os(16, 131072);
 	os.chunked = true;
-	Core::StepRuns runs;
-	Core balloon(os, VB_FEATURE(VB_F_X_CHUNKED), traits, runs);
+	Core::Workspace workspace;
+	Core balloon(os, VB_FEATURE(VB_F_X_CHUNKED), traits, workspace);
 	ASSERT_TRUE(balloon.prepare());
 	balloon.start();
 	constexpr uint64_t kTargetPages = 100000;

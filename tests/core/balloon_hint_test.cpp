@@ -19,7 +19,7 @@ constexpr uint64_t kHint = VB_FEATURE(VB_F_FREE_PAGE_HINT);
 
 struct HintGuest {
 	explicit HintGuest(uint64_t features = kHint, vb::GuestTraits traits = {})
-		: os(kFirstPfn, kGuestPages), balloon(os, features, traits, runs)
+	    : os(kFirstPfn, kGuestPages), balloon(os, features, traits, workspace)
 	{
 		EXPECT_TRUE(balloon.prepare());
 		balloon.start();
@@ -42,27 +42,45 @@ struct HintGuest {
 				out.push_back(b);
 		return out;
 	}
-	size_t blocks_sent() const { return os.free_page_buffers.size() - ids().size(); }
+	// Pages the device was told about, over every chain (a page hinted twice counts twice).
+	uint64_t pages_sent() const
+	{
+		uint64_t bytes = 0;
+		for (const auto& b : os.free_page_buffers)
+			bytes += b.bytes();
+		return bytes / 4096;
+	}
+	// In rounds that take blocks of the largest order only.
+	uint64_t blocks_sent() const { return pages_sent() / kBlockPages; }
 	uint64_t free_pages() const { return os.allocator.counts().free; }
 
 	FakeOs os;
-	vb::Balloon<FakeOs>::StepRuns runs;
+	vb::Balloon<FakeOs>::Workspace workspace;
 	vb::Balloon<FakeOs> balloon;
 };
 
-// The id, then blocks, then STOP: the shape of every round.
-void expect_round_shape(const std::vector<FakeOs::FreePageBuffer>& buffers, size_t first, uint32_t cmd_id,
-			size_t* end)
+// The id, then chains of blocks, then STOP: the shape of every round. `blocks`: how many
+// blocks of the largest order its chains carried.
+void expect_round_shape(const std::vector<FakeOs::FreePageBuffer>& buffers, size_t first,
+			uint32_t cmd_id, size_t* end, uint64_t* blocks = nullptr)
 {
 	ASSERT_LT(first, buffers.size());
 	EXPECT_TRUE(buffers[first].is_id);
 	EXPECT_EQ(buffers[first].cmd_id, cmd_id);
 	size_t i = first + 1;
+	uint64_t bytes = 0;
 	while (i < buffers.size() && !buffers[i].is_id) {
-		EXPECT_EQ(buffers[i].len, kBlockPages * 4096) << "hints are blocks of the largest order";
-		EXPECT_EQ(buffers[i].addr % (kBlockPages * 4096), 0u) << "blocks are naturally aligned";
+		for (const vb::Segment& segment : buffers[i].segments) {
+			EXPECT_EQ(segment.len % (kBlockPages * 4096), 0u)
+				<< "hints are blocks of the largest order";
+			EXPECT_EQ(segment.phys_addr % (kBlockPages * 4096), 0u)
+				<< "blocks are naturally aligned";
+			bytes += segment.len;
+		}
 		i++;
 	}
+	if (blocks)
+		*blocks = bytes / (kBlockPages * 4096);
 	ASSERT_LT(i, buffers.size()) << "round " << cmd_id << " was never closed";
 	EXPECT_EQ(buffers[i].cmd_id, VB_CMD_ID_STOP);
 	*end = i + 1;
@@ -90,8 +108,10 @@ TEST(FreePageHint, ARoundSendsTheIdThenEveryFreeBlockThenStop)
 	// The hinted blocks are exactly the ones on the hint list, each sent once.
 	std::set<uint64_t> sent, held;
 	for (const auto& b : guest.os.free_page_buffers) {
-		if (!b.is_id) {
-			EXPECT_TRUE(sent.insert(b.addr / 4096).second);
+		for (const vb::Segment& segment : b.segments) {
+			for (uint64_t pfn = segment.phys_addr / 4096;
+			     pfn < (segment.phys_addr + segment.len) / 4096; pfn += kBlockPages)
+				EXPECT_TRUE(sent.insert(pfn).second);
 		}
 	}
 	for (const auto& run : guest.os.hint_list)
@@ -128,7 +148,8 @@ TEST(FreePageHint, ARoundLeavesWhatTheAllocatorKeepsFree)
 
 	// 16384 - 2560 = 13824 pages to take: 13 whole blocks, then of the 512 left the 256
 	// that keep the reserve (one order-8 block).
-	EXPECT_EQ(guest.blocks_sent(), 14u);
+	EXPECT_EQ(guest.balloon.counters().hint_blocks.get(), 14u);
+	EXPECT_EQ(guest.pages_sent(), 13 * kBlockPages + 256);
 	EXPECT_EQ(guest.balloon.hint_held_pages(), 13 * kBlockPages + 256);
 	EXPECT_EQ(guest.free_pages(), guest.os.kept_free_pages + reserve);
 	EXPECT_EQ(guest.os.free_page_buffers.back().cmd_id, VB_CMD_ID_STOP);
@@ -160,13 +181,13 @@ TEST(FreePageHint, SmallerBlocksFollowTheLargestAboveAReserve)
 	EXPECT_EQ(guest.balloon.counters().hint_pages.get(), (kBlocks - 1) * kBlockPages + small);
 	EXPECT_GE(guest.free_pages(), reserve) << "the round drained the guest";
 	std::set<uint64_t> sizes;
-	for (const auto& b : guest.os.free_page_buffers) {
-		if (b.is_id)
-			continue;
-		EXPECT_EQ(b.addr % b.len, 0u) << "blocks are naturally aligned";
-		sizes.insert(b.len / 4096);
+	for (const auto& run : guest.os.hint_list) {
+		EXPECT_EQ(run.first_pfn % run.count, 0u) << "blocks are naturally aligned";
+		sizes.insert(run.count);
 	}
 	EXPECT_EQ(sizes, (std::set<uint64_t>{16, 32, 64, 128, 512, kBlockPages}));
+	EXPECT_EQ(guest.pages_sent(), (kBlocks - 1) * kBlockPages + small)
+		<< "the chains carry every block";
 	EXPECT_EQ(guest.os.free_page_buffers.back().cmd_id, VB_CMD_ID_STOP);
 
 	guest.device_writes(VB_CMD_ID_DONE);
@@ -248,8 +269,10 @@ TEST(FreePageHint, ANewIdDuringARoundClosesItAndStartsTheNext)
 
 	const auto& buffers = guest.os.free_page_buffers;
 	size_t end_first, end_second;
-	expect_round_shape(buffers, 0, 10, &end_first);
-	EXPECT_EQ(end_first, 1 + 3 + 1u) << "the round stops right after the id changed";
+	uint64_t first_blocks;
+	expect_round_shape(buffers, 0, 10, &end_first, &first_blocks);
+	EXPECT_EQ(first_blocks, 3u) << "the round stops right after the id changed";
+	EXPECT_EQ(end_first, 1 + 1 + 1u) << "its blocks go as one chain";
 	expect_round_shape(buffers, end_first, 11, &end_second);
 	EXPECT_EQ(end_second, buffers.size());
 	EXPECT_EQ(guest.blocks_sent(), kBlocks);
@@ -412,16 +435,16 @@ TEST(FreePageHint, ADeviceResetMidRoundLosesNoBlock)
 	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
 	// After the reset, the same id starts a fresh round.
 	guest.os.device_gone = false;
-	guest.os.queues[static_cast<int>(vb::QueueKind::kFreePage)] = {};
+	guest.os.reset_free_page_queue();
 	guest.os.queue_capacity = 128;
 	guest.device_writes(18);
 	guest.handle();
 	EXPECT_EQ(guest.balloon.hint_held_pages(), kGuestPages);
 }
 
-// Surprise removal mid-round with room on the ring: the first block the queue refuses
-// ends the round. Nothing more is allocated, nothing is logged as a warning, and the reset
-// gives every held block back.
+// Surprise removal mid-round with room on the ring: the next block finds the queue broken
+// and ends the round. Nothing more is allocated, the chain gathered so far is refused (one
+// warning), and the reset gives every held block back: none is lost.
 TEST(FreePageHint, ADeviceGoneMidRoundStopsAtItsFirstFailure)
 {
 	HintGuest guest;
@@ -432,14 +455,16 @@ TEST(FreePageHint, ADeviceGoneMidRoundStopsAtItsFirstFailure)
 	};
 	guest.device_writes(20);
 	guest.handle();
-	EXPECT_EQ(guest.blocks_sent(), 3u);
+	EXPECT_EQ(guest.blocks_sent(), 0u) << "the broken queue took the chain";
 	EXPECT_EQ(guest.balloon.counters().hint_blocks.get(), 3u);
 	EXPECT_EQ(guest.balloon.hint_held_pages(), 3 * kBlockPages);
 	// One more block was taken and, refused, went straight back: four allocations.
 	EXPECT_EQ(guest.os.events_of(Event::kAlloc).size(), 4u);
 	EXPECT_EQ(guest.free_pages(), kGuestPages - 3 * kBlockPages);
 	EXPECT_GE(guest.balloon.counters().queue_failures.get(), 1u);
-	EXPECT_TRUE(guest.os.log_lines.empty());
+	ASSERT_EQ(guest.os.log_lines.size(), 1u);
+	EXPECT_NE(guest.os.log_lines[0].find("refused 3 hint blocks"), std::string::npos)
+		<< guest.os.log_lines[0];
 
 	guest.balloon.hint_device_reset();
 	EXPECT_EQ(guest.free_pages(), kGuestPages);
@@ -460,8 +485,10 @@ TEST(FreePageHint, HintStopEndsARunningRoundUntilTheReset)
 	guest.device_writes(21);
 	guest.handle();
 	size_t end;
-	expect_round_shape(guest.os.free_page_buffers, 0, 21, &end);
-	EXPECT_EQ(end, 1 + 2 + 1u) << "the round closed right after the stop";
+	uint64_t blocks;
+	expect_round_shape(guest.os.free_page_buffers, 0, 21, &end, &blocks);
+	EXPECT_EQ(blocks, 2u) << "the round closed right after the stop";
+	EXPECT_EQ(end, 1 + 1 + 1u) << "with the chain gathered so far before its STOP";
 	EXPECT_EQ(guest.balloon.hint_held_pages(), 2 * kBlockPages);
 	EXPECT_TRUE(guest.balloon.hint_stopping()) << "what the OS's wait on free_page_vq reads";
 
@@ -472,7 +499,7 @@ TEST(FreePageHint, HintStopEndsARunningRoundUntilTheReset)
 	guest.balloon.hint_device_reset();
 	EXPECT_FALSE(guest.balloon.hint_stopping());
 	EXPECT_EQ(guest.free_pages(), kGuestPages);
-	guest.os.queues[static_cast<int>(vb::QueueKind::kFreePage)] = {};
+	guest.os.reset_free_page_queue();
 	guest.os.after_hint_insert = nullptr;
 	guest.device_writes(23);
 	guest.handle();

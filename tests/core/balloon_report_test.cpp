@@ -14,13 +14,13 @@ constexpr uint64_t kReporting = VB_FEATURE(VB_F_PAGE_REPORTING);
 
 struct ReportGuest {
 	explicit ReportGuest(uint64_t features = kReporting, vb::GuestTraits traits = {})
-		: os(kFirstPfn, kGuestPages), balloon(os, features, traits, runs)
+	    : os(kFirstPfn, kGuestPages), balloon(os, features, traits, workspace)
 	{
 		EXPECT_TRUE(balloon.prepare());
 		balloon.start();
 	}
 	FakeOs os;
-	vb::Balloon<FakeOs>::StepRuns runs;
+	vb::Balloon<FakeOs>::Workspace workspace;
 	vb::Balloon<FakeOs> balloon;
 };
 
@@ -71,8 +71,8 @@ TEST(FreePageReport, MoreThan32RunsOrEmptyRunsAreRefusedWithoutTravelling)
 TEST(FreePageReport, NothingTravelsBeforeDriverOk)
 {
 	FakeOs os(kFirstPfn, kGuestPages);
-	vb::Balloon<FakeOs>::StepRuns step_runs;
-	vb::Balloon<FakeOs> balloon(os, kReporting, {}, step_runs);
+	vb::Balloon<FakeOs>::Workspace workspace;
+	vb::Balloon<FakeOs> balloon(os, kReporting, {}, workspace);
 	ASSERT_TRUE(balloon.prepare());
 	auto runs = blocks_of_order(9, 2);
 	EXPECT_FALSE(balloon.report_free_pages(runs.data(), runs.size()));

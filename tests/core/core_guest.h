@@ -15,9 +15,11 @@ constexpr uint64_t kFirstPfn = 256;
 constexpr uint64_t kGuestPages = 16384; // 64 MiB
 
 struct Guest {
-	explicit Guest(uint64_t features, vb::GuestTraits traits = {},
-		       const std::function<void(FakeOs&)>& configure_device = [](FakeOs&) {})
-		: os(kFirstPfn, kGuestPages), balloon((configure_device(os), os), features, traits, runs)
+	explicit Guest(
+		uint64_t features, vb::GuestTraits traits = {},
+		const std::function<void(FakeOs&)>& configure_device = [](FakeOs&) {})
+	    : os(kFirstPfn, kGuestPages),
+	      balloon((configure_device(os), os), features, traits, workspace)
 	{
 		EXPECT_TRUE(balloon.prepare());
 		balloon.start();
@@ -39,7 +41,7 @@ struct Guest {
 	}
 
 	FakeOs os;
-	vb::Balloon<FakeOs>::StepRuns runs;
+	vb::Balloon<FakeOs>::Workspace workspace;
 	vb::Balloon<FakeOs> balloon;
 };
 

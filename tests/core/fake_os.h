@@ -221,6 +221,12 @@ public:
 		if (device_gone || refuse[static_cast<int>(queue)] ||
 		    q.pending.size() + q.in_device.size() >= queue_size(queue))
 			return false;
+		// free_page_vq's ring has no indirect tables here: a chain takes a descriptor
+		// per segment.
+		if (queue == vb::QueueKind::kFreePage &&
+		    (free_page_descriptors_in_use + n_out + n_in > queue_size(queue) ||
+		     free_page_adds_before_refusal == 0))
+			return false;
 		if (queue == vb::QueueKind::kInflate && inflate_adds_before_refusal >= 0 &&
 		    inflate_adds_before_refusal-- == 0) {
 			refuse[static_cast<int>(queue)] = true;
@@ -253,7 +259,8 @@ public:
 				bitmap_requests++;
 			}
 		} else if (queue == vb::QueueKind::kFreePage) {
-			EXPECT_EQ(n_out + n_in, 1u) << "one buffer per free_page_vq chain";
+			EXPECT_TRUE((n_out == 1 && n_in == 0) || (n_out == 0 && n_in >= 1))
+				<< "an id (out) or hinted blocks (in), never both";
 			EXPECT_FALSE(lock_held) << "the core must not use free_page_vq under the balloon lock";
 			FreePageBuffer buffer;
 			if (n_out == 1) {
@@ -261,12 +268,21 @@ public:
 				buffer.len = out[0].len;
 				buffer.cmd_id = *reinterpret_cast<const uint32_t*>(out[0].phys_addr);
 			} else {
-				buffer.addr = in[0].phys_addr;
-				buffer.len = in[0].len;
+				buffer.segments.assign(in, in + n_in);
 			}
 			free_page_buffers.push_back(buffer);
+			if (free_page_adds_before_refusal > 0)
+				free_page_adds_before_refusal--;
+			free_page_descriptors_in_use += n_out + n_in;
+			free_page_descriptors.push_back(n_out + n_in);
 			max_free_page_in_flight = std::max<size_t>(max_free_page_in_flight,
-								   q.pending.size() + q.in_device.size() + 1);
+								   free_page_descriptors_in_use);
+			if (n_in > 1 || (n_in == 1 && in[0].len > hint_block_bytes))
+				free_page_chains_in_flight++;
+			free_page_chain_blocks.push_back(
+				n_in > 1 || (n_in == 1 && in[0].len > hint_block_bytes));
+			max_free_page_chains_in_flight = std::max(max_free_page_chains_in_flight,
+								  free_page_chains_in_flight);
 		} else if (queue == vb::QueueKind::kReporting) {
 			EXPECT_EQ(n_out, 0u);
 			EXPECT_FALSE(lock_held) << "the core must not use reporting_vq under the balloon lock";
@@ -304,6 +320,13 @@ public:
 		void* token = q.used.front();
 		q.used.pop_front();
 		*len = queue == vb::QueueKind::kReporting ? report_used_len : 0;
+		if (queue == vb::QueueKind::kFreePage) {
+			// Returned in the order added: the oldest buffer's descriptors are free again.
+			free_page_descriptors_in_use -= free_page_descriptors.front();
+			free_page_descriptors.pop_front();
+			free_page_chains_in_flight -= free_page_chain_blocks.front() ? 1 : 0;
+			free_page_chain_blocks.pop_front();
+		}
 		return token;
 	}
 	void* queue_wait_used(vb::QueueKind queue, uint32_t* len)
@@ -339,6 +362,7 @@ public:
 		}
 		return queue_get_used(queue, len);
 	}
+	bool queue_broken(vb::QueueKind) { return device_gone; }
 	uint32_t queue_size(vb::QueueKind queue)
 	{
 		uint32_t size = queue_sizes[static_cast<int>(queue)];
@@ -388,6 +412,15 @@ public:
 		q.in_device.pop_front();
 		return true;
 	}
+	// A device reset: free_page_vq holds nothing any more.
+	void reset_free_page_queue()
+	{
+		queues[static_cast<int>(vb::QueueKind::kFreePage)] = {};
+		free_page_descriptors_in_use = 0;
+		free_page_descriptors.clear();
+		free_page_chains_in_flight = 0;
+		free_page_chain_blocks.clear();
+	}
 	void log_event(Event event) { events.push_back(std::move(event)); }
 	std::vector<Event> events_of(Event::Kind kind) const
 	{
@@ -411,15 +444,34 @@ public:
 	// Taken off the balloon list (or the held pages) and not yet freed or held again.
 	std::set<uint64_t> dequeued;
 	std::vector<vb::PageRun> hint_list;
-	// What travelled on free_page_vq, in order: id buffers (out) and hinted blocks (in).
+	// What travelled on free_page_vq, in order: id buffers (out) and chains of hinted
+	// blocks (in segments).
 	struct FreePageBuffer {
 		bool is_id = false;
 		uint32_t cmd_id = 0;
-		uint64_t addr = 0;
-		uint32_t len = 0;
+		uint32_t len = 0;		   // an id buffer's
+		std::vector<vb::Segment> segments; // a chain's
+		uint64_t bytes() const
+		{
+			uint64_t sum = 0;
+			for (const vb::Segment& segment : segments)
+				sum += segment.len;
+			return sum;
+		}
 	};
 	std::vector<FreePageBuffer> free_page_buffers;
-	size_t max_free_page_in_flight = 0;
+	size_t max_free_page_in_flight = 0; // descriptors
+	// Buffers carrying more than one block (more than one segment, or one longer than a
+	// block of hint_block_bytes): the chains, on the ring now and at most at once.
+	size_t free_page_chains_in_flight = 0;
+	size_t max_free_page_chains_in_flight = 0;
+	uint64_t hint_block_bytes = 4ull << 20;
+	// free_page_vq buffers the queue still takes before it refuses every later one (-1: no
+	// limit).
+	int free_page_adds_before_refusal = -1;
+	uint32_t free_page_descriptors_in_use = 0;
+	std::deque<uint32_t> free_page_descriptors; // per buffer not yet returned, oldest first
+	std::deque<bool> free_page_chain_blocks;    // per buffer not yet returned: a chain
 	std::function<void()> after_hint_insert; // a test's device acting mid-round
 	std::vector<std::vector<vb::Segment>> reports; // reporting_vq chains
 	std::set<uint64_t> initialised;

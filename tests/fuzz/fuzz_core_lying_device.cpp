@@ -47,8 +47,8 @@ public:
 	Harness(FuzzInput& ops, FuzzInput& tape, const LyingOsConfig& config)
 	    : in_(ops), config_(config), os_(tape, config),
 	      pfns_per_page_(1u << (config.traits.page_shift - VB_PFN_SHIFT)),
-	      runs_(std::make_unique<Core::StepRuns>()),
-	      core_(std::make_unique<Core>(os_, config.features, config.traits, *runs_))
+	      workspace_(std::make_unique<Core::Workspace>()),
+	      core_(std::make_unique<Core>(os_, config.features, config.traits, *workspace_))
 	{
 		os_.set_core(core_.get(), sizeof(Core));
 		os_.core_pfns = [this] { return core_->balloon_pfns(); };
@@ -363,7 +363,7 @@ private:
 	const LyingOsConfig config_;
 	LyingOs os_;
 	const uint32_t pfns_per_page_;
-	std::unique_ptr<Core::StepRuns> runs_;
+	std::unique_ptr<Core::Workspace> workspace_;
 	std::unique_ptr<Core> core_;
 	std::vector<uint64_t> harness_pages_;
 	uint64_t reentries_ = 0;

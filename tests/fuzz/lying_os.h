@@ -516,6 +516,7 @@ public:
 		return buffer.token;
 	}
 
+	bool queue_broken(vb::QueueKind) { return gone_; }
 	uint32_t queue_size(vb::QueueKind queue) { return config_.queue_sizes[index(queue)]; }
 
 	uint32_t config_read32(uint32_t offset)

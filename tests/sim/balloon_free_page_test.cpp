@@ -170,6 +170,38 @@ TEST_F(FreePageDevice, MalformedHintsAndRangesOutsideRamAreRefused)
 	EXPECT_EQ(recorder.bytes(Event::kHinted, id), kPage);
 }
 
+// The driver's hint chains (vb::HintChainPacker): many blocks in one buffer. Each segment
+// is checked and hinted on its own, in order; a bad one is refused and counted without
+// costing the others, and a chain with a segment outside RAM is refused whole by the ring
+// before the device reads any of it.
+TEST_F(FreePageDevice, EverySegmentOfAHintChainIsCheckedAndHinted)
+{
+	start();
+	const uint32_t id = device.start_hint_round();
+	ASSERT_TRUE(send_id(id));
+	ASSERT_TRUE(guest.wait_for(VB_QUEUE_FREE_PAGE, guest.post(VB_QUEUE_FREE_PAGE, {},
+								  {{kFreeGpa, 2 * kMiB},
+								   {kFreeGpa + 3 * kMiB + 100,
+								    static_cast<uint32_t>(kPage)},
+								   {kFreeGpa + 4 * kMiB, kMiB}})));
+	EXPECT_EQ(rejected(BalloonRejection::kRangeNotWholePages), 1u);
+	auto events = recorder.events();
+	ASSERT_EQ(events.size(), 3u);
+	EXPECT_EQ(events[1].gpa, kFreeGpa);
+	EXPECT_EQ(events[1].bytes, 2 * kMiB);
+	EXPECT_EQ(events[2].gpa, kFreeGpa + 4 * kMiB);
+	EXPECT_EQ(events[2].bytes, kMiB);
+	EXPECT_EQ(device.counters().pages_hinted.load(), 3 * kMiB / kPage);
+
+	ASSERT_TRUE(guest.wait_for(
+		VB_QUEUE_FREE_PAGE,
+		guest.post(VB_QUEUE_FREE_PAGE, {},
+			   {{kFreeGpa + 6 * kMiB, kMiB}, {kRamBytes - kPage, 2 * kPage}})));
+	EXPECT_EQ(device.ring_rejections(VB_QUEUE_FREE_PAGE, RingRejection::kBufferOutsideRam), 1u);
+	EXPECT_EQ(device.counters().pages_hinted.load(), 3 * kMiB / kPage)
+		<< "part of a refused chain used";
+}
+
 TEST_F(FreePageDevice, AResetEndsTheRoundTheDriverHadStarted)
 {
 	start();

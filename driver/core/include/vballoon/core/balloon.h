@@ -5,7 +5,7 @@
 // The flow, as the OS drives it:
 //   accept_features()            validate: what to take of what the device offers
 //   Balloon(os, features, ...)   after FEATURES_OK, once the queues exist (it asks their size);
-//                                its StepRuns are the OS's to place
+//                                its Workspace is the OS's to place
 //   prepare()                    before DRIVER_OK: prime statsq, write poison_val
 //   start()                      after DRIVER_OK: notify statsq
 //   adjust_towards_target()      on every config change, repeated while it says kMoreWork
@@ -63,7 +63,14 @@ public:
 	using Messenger = vb::Messenger<Os>;
 	using FreePageHinter = vb::FreePageHinter<Os>;
 	using FreePageReporter = vb::FreePageReporter<Os>;
-	using StepRuns = typename PageBalloon::StepRuns;
+	// What the core works on that the device never reads: the step's page runs and the
+	// hint chain's blocks. Most of the core's memory, so the OS keeps it apart from the
+	// object (in Linux: the object holds the device-visible buffers in an order-1 kmalloc,
+	// the workspace may come from vmalloc).
+	struct Workspace {
+		typename PageBalloon::StepRuns step_runs;
+		HintChainPacker::Blocks hint_chain;
+	};
 
 	static constexpr uint32_t kWirePagesPerMessage = PageBalloon::kWirePagesPerMessage;
 	static constexpr uint32_t kWirePagesPerStep = PageBalloon::kWirePagesPerStep;
@@ -77,11 +84,13 @@ public:
 	// core (tests/fuzz) until they move.
 	static constexpr uint32_t kOomDeflatePfns = kOomDeflateWirePages;
 
-	// `runs` must outlive the balloon.
-	Balloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits, StepRuns& runs)
-		: features_(negotiated_features), pages_(os, negotiated_features, traits, counters_, runs),
-		  hinter_(os, negotiated_features, traits, counters_),
-		  reporter_(os, negotiated_features, traits, counters_)
+	// `workspace` must outlive the balloon.
+	Balloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
+		Workspace& workspace)
+	    : features_(negotiated_features),
+	      pages_(os, negotiated_features, traits, counters_, workspace.step_runs),
+	      hinter_(os, negotiated_features, traits, counters_, workspace.hint_chain),
+	      reporter_(os, negotiated_features, traits, counters_)
 	{
 	}
 

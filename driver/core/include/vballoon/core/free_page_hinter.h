@@ -5,7 +5,8 @@
 // id in config space; the driver echoes the id on free_page_vq, hands over free blocks of
 // the largest order as in-buffers, and closes the round with STOP. The blocks stay with the
 // driver (on the OS's hint list) until the device writes DONE, or until the OS's shrinker
-// wants them back earlier.
+// wants them back earlier. The blocks taken between two kicks go to the device as one
+// descriptor chain (hint_chain_packer.h says why).
 //
 // Nothing here takes the balloon lock: a round may sleep on free_page_vq for as long as the
 // device is slow, and inflate, deflate and the OOM notifier must not wait behind it.
@@ -15,8 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vballoon/core/core_log.h"
 #include "vballoon/core/counters.h"
 #include "vballoon/core/features.h"
+#include "vballoon/core/hint_chain_packer.h"
 #include "vballoon/core/os_interface.h"
 #include "vballoon/support/atomic.h"
 #include "vballoon/support/freestanding.h"
@@ -36,10 +39,12 @@ public:
 	static constexpr unsigned kHintOrdersBelowLargest = 6;
 	static constexpr uint64_t kHintReserveShare = 64;
 
+	// `chain_blocks` must outlive the hinter.
 	FreePageHinter(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
-		       BalloonCounters& counters)
-		: os_(os), features_(negotiated_features), traits_(traits),
-		  wire_pages_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)), counters_(counters)
+		       BalloonCounters& counters, HintChainPacker::Blocks& chain_blocks)
+	    : os_(os), features_(negotiated_features), traits_(traits),
+	      wire_pages_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)), counters_(counters),
+	      chain_(chain_blocks)
 	{
 	}
 
@@ -81,6 +86,10 @@ private:
 	uint32_t read_hint_cmd_id();
 	void run_hint_round(uint32_t cmd_id);
 	bool hint_add(const Segment* out, const Segment* in, void* token);
+	bool hint_take_block(uint64_t pfn, uint64_t block_pages);
+	void hint_flush_chain();
+	void hint_kick();
+	void hint_count_used(void* token);
 	void hint_reap_used();
 	bool hint_wait_used();
 	uint64_t hint_give_back(uint64_t max_pages, bool after_done);
@@ -104,8 +113,14 @@ private:
 	uint8_t hint_block_token_ = 0;               // the token of every hinted block
 	uint32_t hint_cmd_id_active_ = VB_CMD_ID_STOP; // id of the last round we ran
 	uint32_t hint_cmd_id_seen_ = VB_CMD_ID_STOP;   // what config said when last read
-	uint32_t hint_in_flight_ = 0;                  // buffers on free_page_vq
+	// Blocks and id buffers on free_page_vq, or gathered for its next chain: a block takes
+	// at most one descriptor, however its chain is merged.
+	uint32_t hint_in_flight_ = 0;
 	bool hint_id_in_flight_ = false;
+	HintChainPacker chain_;
+	// free_page_vq refused a chain (the device broke: surprise removal): it takes nothing
+	// and returns nothing more until the reset, so the round stops.
+	bool hint_chain_refused_ = false;
 	Flag hint_config_dirty_;
 	Flag hint_done_seen_; // DONE read and not yet followed by a new round
 	Flag hint_stop_requested_; // hint_stop(): remove or freeze waits for the round
@@ -193,42 +208,113 @@ template <BalloonOs Os> void FreePageHinter<Os>::handle_free_page_hint()
 	}
 }
 
-// Collects what the device returned. Used buffers need nothing more: the blocks stay on the
-// hint list, the id buffers are ours.
+// A buffer the device returned. Used buffers need nothing more: the blocks stay on the hint
+// list, the id buffers are ours. A chain gives back every block it carried.
+template <BalloonOs Os> void FreePageHinter<Os>::hint_count_used(void* token)
+{
+	uint32_t blocks = 1;
+
+	if (token == &hint_id_buffer_) {
+		hint_id_in_flight_ = false;
+	} else if (token != &hint_block_token_ && token != &hint_stop_buffer_) {
+		blocks = chain_.take_used(token);
+		if (!blocks) {
+			counters_.foreign_used_buffers.add(1);
+			return;
+		}
+	}
+	hint_in_flight_ -= min(blocks, hint_in_flight_);
+}
+
+// Collects what the device returned.
 template <BalloonOs Os> void FreePageHinter<Os>::hint_reap_used()
 {
 	uint32_t len;
 
-	while (void* token = os_.queue_get_used(QueueKind::kFreePage, &len)) {
-		if (token == &hint_id_buffer_)
-			hint_id_in_flight_ = false;
-		else if (token != &hint_block_token_ && token != &hint_stop_buffer_) {
-			counters_.foreign_used_buffers.add(1);
-			continue;
-		}
-		if (hint_in_flight_)
-			hint_in_flight_--;
-	}
+	while (void* token = os_.queue_get_used(QueueKind::kFreePage, &len))
+		hint_count_used(token);
 }
 
-// Sleeps until the device returns one buffer. False when it never will (device gone).
+// Sleeps until the device returns one buffer. False when it never will (device gone, a chain
+// refused) or remove or freeze wants the round over.
 template <BalloonOs Os> bool FreePageHinter<Os>::hint_wait_used()
 {
 	uint32_t len;
-	void* token = os_.queue_wait_used(QueueKind::kFreePage, &len);
+	void* token = hint_chain_refused_ || hint_stop_requested_.get()
+			      ? nullptr
+			      : os_.queue_wait_used(QueueKind::kFreePage, &len);
 
 	if (!token) {
 		counters_.queue_failures.add(1);
 		return false;
 	}
-	if (token == &hint_id_buffer_)
-		hint_id_in_flight_ = false;
-	else if (token != &hint_block_token_ && token != &hint_stop_buffer_) {
-		counters_.foreign_used_buffers.add(1);
-		return true;
+	hint_count_used(token);
+	return true;
+}
+
+// Puts the blocks gathered since the last kick on the ring: one chain, or one buffer per
+// block when every chain slot is taken (or there is a single block). Before any kick and
+// before any other buffer, so the device sees the blocks in the round they belong to.
+template <BalloonOs Os> void FreePageHinter<Os>::hint_flush_chain()
+{
+	const uint32_t blocks = chain_.pending_count();
+	uint32_t refused = 0;
+
+	if (!blocks)
+		return;
+	const uint32_t segments = chain_.merge();
+	void* chain = blocks > 1 ? chain_.claim_chain(blocks) : nullptr;
+	if (chain) {
+		// The round counted one descriptor per block, so the chain fits even without an
+		// indirect table.
+		if (!os_.queue_add(QueueKind::kFreePage, nullptr, 0, chain_.merged(), segments,
+				   chain)) {
+			chain_.release_chain(chain);
+			refused = blocks;
+		}
+	} else {
+		for (uint32_t i = 0; i < blocks && !refused; i++) {
+			if (!os_.queue_add(QueueKind::kFreePage, nullptr, 0, &chain_.pending()[i],
+					   1, &hint_block_token_))
+				refused = blocks - i;
+		}
 	}
-	if (hint_in_flight_)
-		hint_in_flight_--;
+	chain_.clear_pending();
+	if (!refused)
+		return;
+	// The round kept room for every block, so the device broke (surprise removal) or the
+	// OS ran out of memory: the round stops (every later add and wait fails) and the
+	// blocks, never seen by the device, stay on the hint list until the reset gives them
+	// back.
+	if (!hint_chain_refused_)
+		log_to(os_, LogLevel::kWarning,
+		       "free_page_vq refused %u hint blocks: hinting stops until the device is "
+		       "reset\n",
+		       refused);
+	hint_chain_refused_ = true;
+}
+
+template <BalloonOs Os> void FreePageHinter<Os>::hint_kick()
+{
+	hint_flush_chain();
+	os_.queue_kick(QueueKind::kFreePage);
+}
+
+// A hinted block joins the chain being gathered. False when the device will never take it.
+template <BalloonOs Os> bool FreePageHinter<Os>::hint_take_block(uint64_t pfn, uint64_t block_pages)
+{
+	// Asked before each block, since gathering a chain never touches the queue: a broken
+	// device ends the round at once instead of after every free block of the guest.
+	if (hint_chain_refused_ || os_.queue_broken(QueueKind::kFreePage))
+		return false;
+	if (chain_.full()) {
+		hint_flush_chain();
+		if (hint_chain_refused_)
+			return false;
+	}
+	chain_.add({pfn << traits_.page_shift,
+		    static_cast<uint32_t>(block_pages << traits_.page_shift)});
+	hint_in_flight_++;
 	return true;
 }
 
@@ -237,11 +323,14 @@ template <BalloonOs Os> bool FreePageHinter<Os>::hint_wait_used()
 template <BalloonOs Os> bool FreePageHinter<Os>::hint_add(const Segment* out, const Segment* in, void* token)
 {
 	for (;;) {
-		if (os_.queue_add(QueueKind::kFreePage, out, out ? 1 : 0, in, in ? 1 : 0, token)) {
+		// Anything else (an id, STOP) goes behind the blocks gathered before it.
+		hint_flush_chain();
+		if (!hint_chain_refused_ &&
+		    os_.queue_add(QueueKind::kFreePage, out, out ? 1 : 0, in, in ? 1 : 0, token)) {
 			hint_in_flight_++;
 			return true;
 		}
-		os_.queue_kick(QueueKind::kFreePage);
+		hint_kick();
 		if (hint_stop_requested_.get() || !hint_in_flight_ || !hint_wait_used()) {
 			counters_.queue_failures.add(1);
 			return false;
@@ -265,7 +354,7 @@ template <BalloonOs Os> void FreePageHinter<Os>::run_hint_round(uint32_t cmd_id)
 	// The id buffer may be reused only once the device has returned it: otherwise the
 	// last round's descriptor would read as this round's id, a second buffer with it.
 	while (hint_id_in_flight_) {
-		os_.queue_kick(QueueKind::kFreePage);
+		hint_kick();
 		if (!hint_wait_used())
 			return;
 	}
@@ -295,13 +384,12 @@ template <BalloonOs Os> void FreePageHinter<Os>::run_hint_round(uint32_t cmd_id)
 		// One slot always stays free for the STOP that closes the round.
 		if (hint_in_flight_ + 1 >= ring) {
 			// The ring is full: this batch goes now, the rest follows as room comes.
-			os_.queue_kick(QueueKind::kFreePage);
+			hint_kick();
 			if (!hint_wait_used())
 				return; // device gone: the held blocks come back through hint_device_reset()
 			continue;
 		}
 		const uint64_t block_pages = 1ull << order;
-		const uint32_t block_bytes = static_cast<uint32_t>(block_pages << traits_.page_shift);
 		const bool small = order < hint_order();
 		uint64_t pfn;
 		if (block_pages > (small ? budget.small_pages : budget.any_pages) ||
@@ -316,19 +404,16 @@ template <BalloonOs Os> void FreePageHinter<Os>::run_hint_round(uint32_t cmd_id)
 		budget.any_pages = budget.any_pages > block_pages ? budget.any_pages - block_pages : 0;
 		budget.small_pages = budget.small_pages > block_pages ? budget.small_pages - block_pages : 0;
 		PageRun block = {pfn, block_pages, kPageRunWholeBlock};
-		Segment in = {pfn << traits_.page_shift, block_bytes};
-		if (!os_.queue_add(QueueKind::kFreePage, nullptr, 0, &in, 1, &hint_block_token_)) {
-			// The ring has fewer descriptors than we counted (the OS's own limit), or the
-			// device broke: give the block back untouched and wait for room. A broken
-			// device returns nothing, and the round ends here, at its first failure.
+		if (!hint_take_block(pfn, block_pages)) {
+			// The device broke: give the block back untouched. A broken device returns
+			// nothing, and the round ends here, at its first failure.
 			os_.free_page_run(block);
 			counters_.queue_failures.add(1);
-			os_.queue_kick(QueueKind::kFreePage);
+			hint_kick();
 			if (!hint_in_flight_ || !hint_wait_used())
 				return;
 			continue;
 		}
-		hint_in_flight_++;
 		// Counted before it is visible on the list, so a racing shrinker never makes
 		// the count go below zero.
 		hint_held_pages_.add(block_pages);
@@ -341,7 +426,7 @@ template <BalloonOs Os> void FreePageHinter<Os>::run_hint_round(uint32_t cmd_id)
 	hint_stop_buffer_ = VB_CMD_ID_STOP;
 	if (!VB_MUTANT(FPH08_ROUND_NOT_CLOSED_WITH_STOP))
 		hint_add(&stop_out, nullptr, &hint_stop_buffer_);
-	os_.queue_kick(QueueKind::kFreePage);
+	hint_kick();
 }
 
 // Gives held blocks back to the guest, after DONE or before it (the shrinker, a reset).
@@ -403,6 +488,8 @@ template <BalloonOs Os> void FreePageHinter<Os>::hint_device_reset()
 	hint_stop_requested_.test_and_clear();
 	hint_in_flight_ = 0;
 	hint_id_in_flight_ = false;
+	chain_.reset();
+	hint_chain_refused_ = false;
 	hint_cmd_id_active_ = VB_CMD_ID_STOP;
 	hint_cmd_id_seen_ = VB_CMD_ID_STOP;
 	hint_give_back(~0ull, hint_done_seen_.get());

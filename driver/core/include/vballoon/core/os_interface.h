@@ -150,6 +150,8 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //   queue_add(kind, out, n_out, in, n_in, token): one descriptor chain; false when full.
 //   queue_kick(kind); queue_get_used(kind, &len) (nullptr when none);
 //   queue_wait_used(kind, &len): blocks until the device returns a buffer.
+//   queue_broken(kind): true once the device will never use a buffer of this queue again
+//     (surprise removal, a device that needs a reset). Cheap: asked before every hint block.
 //   queue_size(kind).
 // Config space: config_read32(offset), config_write32(offset, value).
 // Memory statistics: memory_stats(&stats).
@@ -179,6 +181,9 @@ concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, Page
 	os.queue_kick(QueueKind::kInflate);
 	{ os.queue_get_used(QueueKind::kInflate, len) } -> same_type<void*>;
 	{ os.queue_wait_used(QueueKind::kInflate, len) } -> same_type<void*>;
+	{
+		os.queue_broken(QueueKind::kInflate)
+		} -> same_type<bool>;
 	{ os.queue_size(QueueKind::kInflate) } -> same_type<uint32_t>;
 	{ os.config_read32(0u) } -> same_type<uint32_t>;
 	os.config_write32(0u, 0u);
