@@ -286,7 +286,7 @@ void add_compare_command(CLI::App& app, int* exit_status)
 		"hints pay: that time ratio at 1, 10, 25, 100 Gbit/s and unlimited (each "
 		"run's measured bytes and CPU per round, paced again at each link).");
 	const std::string ram_help = fmt::format(
-		"Guest RAM in MiB, 64 to {} (256 GiB). Host memory: about 0.5 GiB plus 4.5 MiB per "
+		"Guest RAM in MiB, 64 to {} (256 GiB). Host memory: 0.5-0.8 GiB plus 4.5 MiB per "
 		"guest GiB for fresh and busy; freed holds what it wrote, 0.76 GiB per guest GiB",
 		kLargestGuestMib);
 	cmd->add_option("--ram-mib", args->ram_mib, ram_help)
