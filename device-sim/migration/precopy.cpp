@@ -404,14 +404,14 @@ void PreCopy::compare_destination()
 			      machine_.always_dirty.end());
 	const uint64_t ram_pages = machine_.memory->size() / kPage;
 	const uint8_t* base = machine_.memory->translate(0, machine_.memory->size());
-	std::vector<uint8_t> checked(ram_pages, 0);
+	std::vector<bool> checked(ram_pages, false); // a bit per page: 32 MiB at 1 TiB
 	uint64_t first_bad = UINT64_MAX;
 	for (const PageRange& range : in_use) {
 		for (uint64_t page = range.first_page; page < range.first_page + range.pages;
 		     page++) {
 			if (page >= ram_pages || checked[page])
 				continue;
-			checked[page] = 1;
+			checked[page] = true;
 			result_.pages_verified++;
 			const uint8_t* source =
 				residency_.resident(page) ? base + page * kPage : nullptr;

@@ -173,6 +173,7 @@ def check_bad_arguments(binary, scratch):
     cases = [
         ["compare", "--ram-mib", "10", "--json", out],
         ["compare", "--ram-mib", "many", "--json", out],
+        ["compare", "--ram-mib", "262145", "--json", out],  # above 256 GiB
         ["compare", "--workload", "idle", "--json", out],
         ["compare", "--workload", "fresh,idle", "--json", out],
         ["compare", "--strategy", "compress", "--json", out],
