@@ -106,8 +106,8 @@ void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_ru
 
 	/*
 	 * A whole balloon block goes back in one piece too, with the last of its parts (a
-	 * deflate's messages hold half a block each; vb_whole_blocks_free()). Every other page was split from
-	 * its block when allocated and holds its own reference (the balloon's, or just its allocation's for pages the core never
+	 * deflate's messages hold half a block each; vb_whole_blocks_free()). Every other
+	 * page was split from its block when allocated and holds its own reference (the balloon's, or just its allocation's for pages the core never
 	 * enqueued): as virtio_balloon's release_pages_balloon(), each reference is dropped on
 	 * its own with put_page(), and the allocator merges the buddies itself (an order-0
 	 * free goes to the per-CPU lists, so batching through release_pages() would save

@@ -74,22 +74,6 @@ static void vb_whole_block_mark_inserted(struct page *first, uint64_t count, uns
 	vb_whole_block_mark(first, count, VB_WHOLE_BLOCK_INSERTED | VB_WHOLE_BLOCK_MARK | order);
 }
 
-/* Pages of a block that the balloon gave back before the rest of the block. */
-static void vb_whole_block_mark_released(struct page *first, uint64_t count, unsigned int order)
-{
-	vb_whole_block_mark(first, count, VB_WHOLE_BLOCK_RELEASED | VB_WHOLE_BLOCK_MARK | order);
-}
-
-/* How many of a block's pages carry `bit`. */
-static unsigned long vb_whole_block_count(struct page *head, unsigned int order, unsigned long bit)
-{
-	unsigned long i, n = 0;
-
-	for (i = 0; i < 1UL << order; i++)
-		n += !!(page_private(head + i) & bit);
-	return n;
-}
-
 struct page *vb_whole_block_alloc(unsigned int order)
 {
 	struct page *head = alloc_pages(VB_WHOLE_BLOCK_GFP, order);
@@ -170,6 +154,30 @@ static void vb_whole_blocks_add(struct vballoon_dev *dev, struct page *head, uns
 	vb_balloon_count_off_list(head, 1L << order);
 }
 
+/*
+ * Part of a block, `count` pages from `pfn`, went one way (`bit`: inserted into the balloon,
+ * or released from it). True once the whole block has gone that way; a block whose parts
+ * went different ways is split, and never will be.
+ */
+static bool vb_whole_block_part_went(struct vballoon_dev *dev, struct page *head,
+				     unsigned int order, uint64_t pfn, uint64_t count,
+				     unsigned long bit)
+{
+	unsigned long i, same = 0;
+
+	vb_whole_block_mark(pfn_to_page(pfn), count, bit | VB_WHOLE_BLOCK_MARK | order);
+	for (i = 0; i < 1UL << order; i++) {
+		unsigned long part = page_private(head + i) & VB_WHOLE_BLOCK_PART_BITS;
+
+		if (part && part != bit) {
+			vb_whole_block_split(dev, head, order);
+			return false;
+		}
+		same += part == bit;
+	}
+	return same == 1UL << order;
+}
+
 uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t end)
 {
 	unsigned int order;
@@ -179,17 +187,10 @@ uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t
 	if (!head)
 		return 0;
 	count = vb_whole_block_part(head, order, pfn, end);
-	if (count < 1ULL << order) {
-		/* Part of the block: it joins the list once every part is in. */
-		vb_whole_block_mark_inserted(pfn_to_page(pfn), count, order);
-		/* Another part already went back to the guest: the block never will be whole. */
-		if (vb_whole_block_count(head, order, VB_WHOLE_BLOCK_RELEASED)) {
-			vb_whole_block_split(dev, head, order);
-			return count;
-		}
-		if (vb_whole_block_count(head, order, VB_WHOLE_BLOCK_INSERTED) < 1UL << order)
-			return count;
-	}
+	/* Part of the block: it joins the list once every part is in. */
+	if (count < 1ULL << order &&
+	    !vb_whole_block_part_went(dev, head, order, pfn, count, VB_WHOLE_BLOCK_INSERTED))
+		return count;
 	vb_whole_blocks_add(dev, head, order);
 	return count;
 }
@@ -203,19 +204,10 @@ uint64_t vb_whole_blocks_free(struct vballoon_dev *dev, uint64_t pfn, uint64_t e
 	if (!head)
 		return 0;
 	count = vb_whole_block_part(head, order, pfn, end);
-	if (count < 1ULL << order) {
-		/*
-		 * Part of the block (a deflate message's half of it): the block goes back in one
-		 * piece once every part is released, unless part of it stays in the balloon.
-		 */
-		vb_whole_block_mark_released(pfn_to_page(pfn), count, order);
-		if (vb_whole_block_count(head, order, VB_WHOLE_BLOCK_INSERTED)) {
-			vb_whole_block_split(dev, head, order);
-			return count;
-		}
-		if (vb_whole_block_count(head, order, VB_WHOLE_BLOCK_RELEASED) < 1UL << order)
-			return count;
-	}
+	/* Part of the block (a deflate message holds half of one): it goes back with the last. */
+	if (count < 1ULL << order &&
+	    !vb_whole_block_part_went(dev, head, order, pfn, count, VB_WHOLE_BLOCK_RELEASED))
+		return count;
 	vb_whole_block_mark(head, 1ULL << order, 0);
 	__free_pages(head, order);
 	WRITE_ONCE(dev->whole_blocks_freed, dev->whole_blocks_freed + 1);
