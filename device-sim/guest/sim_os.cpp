@@ -73,13 +73,27 @@ uint64_t SimOs::free_pages_kept()
 	return high + std::min(above_dma / 256, kDmaPages) + std::min(normal / 256, dma32);
 }
 
-bool SimOs::alloc_pages_no_pressure(unsigned order, vb::PageUse, uint64_t* pfn)
+void SimOs::pressure_sample(vb::PressureSample* sample)
+{
+	const BuddyAllocator::Counts counts = allocator_.counts();
+	*sample = {};
+	sample->now_ms =
+		static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+					      std::chrono::steady_clock::now().time_since_epoch())
+					      .count());
+	sample->free_pages = counts.free;
+	sample->available_pages = counts.free;
+	sample->total_pages = static_cast<uint64_t>(managed_pages());
+}
+
+bool SimOs::alloc_pages(unsigned order, vb::PageUse, vb::Reclaim reclaim, uint64_t* pfn)
 {
 	auto start = std::chrono::steady_clock::now();
-	// A block (order > 0) is taken without reclaim (vballoon_os.c's VB_OS_GFP_BLOCK): Linux
-	// refuses it below the min watermark. A single page may reclaim, which the simulated
-	// guest has nothing for; it is not held to the watermark.
-	if (order > 0 && min_free_pages_ != 0 && allocator_.counts().free < min_free_pages_ + (1ull << order)) {
+	// Without reclaim (vballoon_os.c's VB_OS_GFP_BLOCK) Linux refuses a page below the min
+	// watermark. With it, the allocation may reclaim, which the simulated guest has nothing
+	// for; it is not held to the watermark.
+	if (reclaim == vb::Reclaim::kNone && min_free_pages_ != 0 &&
+	    allocator_.counts().free < min_free_pages_ + (1ull << order)) {
 		counters_.alloc_ns += nanoseconds_since(start);
 		return false;
 	}

@@ -65,7 +65,7 @@ public:
 	void abort_waits();
 
 	// ---- vb::BalloonOs ------------------------------------------------------------------
-	bool alloc_pages_no_pressure(unsigned order, vb::PageUse use, uint64_t* pfn);
+	bool alloc_pages(unsigned order, vb::PageUse use, vb::Reclaim reclaim, uint64_t* pfn);
 	void free_page_run(vb::PageRun run);
 	void balloon_list_insert(vb::PageRun run);
 	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
@@ -80,6 +80,9 @@ public:
 	// What Linux derives from the min watermark (SimGuestOptions::min_free_pages): 0 when
 	// none is modelled, the allocator then hands out its last free page.
 	uint64_t free_pages_kept();
+	// The allocator's levels; the guest has no page cache or workload that could refault,
+	// so its pressure counters stay at zero.
+	void pressure_sample(vb::PressureSample* sample);
 	uint64_t phys_addr(const void* buffer);
 	bool queue_add(vb::QueueKind kind, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
 		       unsigned n_in, void* token);

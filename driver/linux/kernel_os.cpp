@@ -35,9 +35,10 @@ const vballoon_segment* c_segments(const vb::Segment* segments)
 struct KernelOs {
 	vballoon_dev* dev;
 
-	bool alloc_pages_no_pressure(unsigned order, vb::PageUse use, uint64_t* pfn)
+	bool alloc_pages(unsigned order, vb::PageUse use, vb::Reclaim reclaim, uint64_t* pfn)
 	{
-		return vb_os_alloc_pages(dev, order, use == vb::PageUse::kHintBlock, pfn);
+		return vb_os_alloc_pages(dev, order, use == vb::PageUse::kHintBlock,
+					 reclaim == vb::Reclaim::kLight, pfn);
 	}
 	void free_page_run(vb::PageRun run) { vb_os_free_page_run(dev, c_run(run)); }
 	void balloon_list_insert(vb::PageRun run) { vb_os_balloon_list_insert(dev, c_run(run)); }
@@ -72,6 +73,10 @@ struct KernelOs {
 					    max_runs, max_pages);
 	}
 	uint64_t free_pages_kept() { return vb_os_free_pages_kept(); }
+	void pressure_sample(vb::PressureSample* sample)
+	{
+		vb_os_pressure_sample(reinterpret_cast<vballoon_pressure_sample*>(sample));
+	}
 	uint64_t phys_addr(const void* buffer) { return vb_os_phys_addr(buffer); }
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,
 		       const vb::Segment* in, unsigned n_in, void* token)
@@ -128,6 +133,15 @@ static_assert(sizeof(vballoon_page_run) == sizeof(vb::PageRun) &&
 	      __builtin_offsetof(vballoon_page_run, flags) ==
 		      __builtin_offsetof(vb::PageRun, flags));
 static_assert(vb::kPageRunWholeBlock == VB_OS_PAGE_RUN_WHOLE_BLOCK);
+#define VB_SAME_FIELD(c, cxx, f) (__builtin_offsetof(c, f) == __builtin_offsetof(cxx, f))
+static_assert(sizeof(vballoon_pressure_sample) == sizeof(vb::PressureSample) &&
+	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, now_ms) &&
+	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, oom_kills) &&
+	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, stall_us) &&
+	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, has_stall_time) &&
+	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, free_pages) &&
+	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, total_pages));
+#undef VB_SAME_FIELD
 static_assert(sizeof(vballoon_segment) == sizeof(vb::Segment) &&
 	      __builtin_offsetof(vballoon_segment, phys_addr) ==
 		      __builtin_offsetof(vb::Segment, phys_addr) &&

@@ -45,7 +45,7 @@
 /* How often a waiter looks whether the device broke (surprise removal wakes no one). */
 #define VB_OS_BROKEN_POLL_JIFFIES HZ
 
-bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_block,
+bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_block, bool reclaim,
 		       uint64_t *pfn)
 {
 	struct page *page;
@@ -59,7 +59,8 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_b
 		 */
 		page = alloc_pages(VB_OS_GFP_HINT, order);
 	} else if (order == 0) {
-		page = balloon_page_alloc();
+		/* balloon_page_alloc() reclaims lightly (__GFP_NORETRY); without it, only free pages. */
+		page = reclaim ? balloon_page_alloc() : alloc_page(VB_OS_GFP_BLOCK);
 	} else if (vb_whole_blocks_wanted(dev, order) && (page = vb_whole_block_alloc(order))) {
 		/* Kept whole until it leaves the balloon (vballoon_whole_blocks.c). */
 	} else {
@@ -585,6 +586,40 @@ uint64_t vb_os_free_pages_kept(void)
 		}
 	}
 	return kept;
+}
+
+/*
+ * The pressure governor's signals, all through exported interfaces: the vm event counters
+ * (all_vm_events()), the node counters behind /proc/vmstat and si_mem_available(). PSI's
+ * system totals (psi_system) are not exported, so stall time is left out (has_stall_time
+ * false); allocation stalls and refaults stand in for it.
+ */
+void vb_os_pressure_sample(struct vballoon_pressure_sample *sample)
+{
+	struct sysinfo info;
+
+	memset(sample, 0, sizeof(*sample));
+	sample->now_ms = ktime_get_ns() / NSEC_PER_MSEC;
+#ifdef CONFIG_VM_EVENT_COUNTERS
+	{
+		unsigned long events[NR_VM_EVENT_ITEMS];
+		int zid;
+
+		all_vm_events(events);
+		for (zid = 0; zid < MAX_NR_ZONES; zid++)
+			sample->alloc_stalls += events[ALLOCSTALL_NORMAL - ZONE_NORMAL + zid];
+		sample->direct_scans = events[PGSCAN_DIRECT];
+		sample->major_faults = events[PGMAJFAULT];
+		sample->oom_kills = events[OOM_KILL];
+	}
+#endif
+	sample->refaults = global_node_page_state(WORKINGSET_REFAULT_ANON) +
+			   global_node_page_state(WORKINGSET_REFAULT_FILE);
+	si_meminfo(&info);
+	sample->free_pages = info.freeram;
+	sample->total_pages = info.totalram;
+	sample->available_pages = si_mem_available();
+	sample->file_pages = global_node_page_state(NR_FILE_PAGES);
 }
 
 /*

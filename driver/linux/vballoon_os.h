@@ -50,6 +50,22 @@ struct vballoon_segment {
 	uint32_t len;
 };
 
+/* Layout-compatible with vb::PressureSample (checked in kernel_os.cpp). */
+struct vballoon_pressure_sample {
+	uint64_t now_ms;
+	uint64_t alloc_stalls;
+	uint64_t direct_scans;
+	uint64_t refaults;
+	uint64_t major_faults;
+	uint64_t oom_kills;
+	uint64_t stall_us;
+	bool has_stall_time;
+	uint64_t free_pages;
+	uint64_t available_pages;
+	uint64_t file_pages;
+	uint64_t total_pages;
+};
+
 /* vb::GuestTraits, spelled with C types. */
 struct vballoon_guest_traits {
 	uint32_t page_shift;
@@ -92,8 +108,11 @@ struct vballoon_guest_traits {
 
 /* ---- Implemented in C: the kernel services behind vb::BalloonOs ---------------------- */
 
-/* hint_block: vb::PageUse::kHintBlock (whole, unmovable), else balloon pages (split, movable). */
-bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_block,
+/*
+ * hint_block: vb::PageUse::kHintBlock (whole, unmovable), else balloon pages (split, movable).
+ * reclaim: vb::Reclaim::kLight, else only memory free now.
+ */
+bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_block, bool reclaim,
 		       uint64_t *pfn);
 void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run);
 void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run);
@@ -115,6 +134,7 @@ size_t vb_os_hint_list_take(struct vballoon_dev *dev, struct vballoon_page_run *
 			    size_t max_runs, uint64_t max_pages);
 /* What the page allocator keeps free for itself: a hinting round leaves it. */
 uint64_t vb_os_free_pages_kept(void);
+void vb_os_pressure_sample(struct vballoon_pressure_sample *sample);
 uint64_t vb_os_phys_addr(const void *buffer);
 bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 		     const struct vballoon_segment *out, unsigned int n_out,

@@ -50,9 +50,10 @@ public:
 	FakeOs(uint64_t first_pfn, uint64_t pages) : allocator(first_pfn, pages) {}
 
 	// --- vb::BalloonOs ---
-	bool alloc_pages_no_pressure(unsigned order, vb::PageUse use, uint64_t* pfn)
+	bool alloc_pages(unsigned order, vb::PageUse use, vb::Reclaim reclaim, uint64_t* pfn)
 	{
 		allocations_by_use[static_cast<int>(use)]++;
+		allocations_by_reclaim[static_cast<int>(reclaim)]++;
 		EXPECT_FALSE(lock_held) << "an allocation under the balloon lock";
 		if (allocations_before_failure == 0)
 			fail_allocations = true;
@@ -212,6 +213,7 @@ public:
 		return count;
 	}
 	uint64_t free_pages_kept() { return kept_free_pages; }
+	void pressure_sample(vb::PressureSample* sample) { *sample = pressure; }
 	uint64_t phys_addr(const void* buffer) { return reinterpret_cast<uintptr_t>(buffer); }
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
 		       unsigned n_in, void* token)
@@ -493,6 +495,8 @@ public:
 	uint64_t actual_writes_without_lock = 0;
 	uint32_t config[4] = {};
 	vb::MemoryStats stats{};
+	vb::PressureSample pressure{}; // what pressure_sample() says
+	uint64_t allocations_by_reclaim[2] = {};
 	uint64_t kept_free_pages = 0; // what free_pages_kept() says: the allocator's watermarks
 	std::vector<uint8_t> last_stats;
 	std::vector<Event> events;

@@ -102,7 +102,7 @@ public:
 	}
 
 	// ---- vb::BalloonOs ------------------------------------------------------------------
-	bool alloc_pages_no_pressure(unsigned order, vb::PageUse, uint64_t* pfn)
+	bool alloc_pages(unsigned order, vb::PageUse, vb::Reclaim, uint64_t* pfn)
 	{
 		FUZZ_CHECK(order <= config_.traits.max_alloc_order,
 			   "order %u above the OS's largest (%u)", order,
@@ -341,6 +341,7 @@ public:
 		return 0;
 	}
 	uint64_t free_pages_kept() { return 0; }
+	void pressure_sample(vb::PressureSample* sample) { *sample = {}; }
 
 	uint64_t phys_addr(const void* buffer)
 	{
@@ -709,7 +710,7 @@ public:
 	vb::MemoryStats last_stats{};
 	// What the core holds, for checking the `actual` it writes (set by the harness).
 	std::function<uint64_t()> core_pfns;
-	// Called from inside alloc_pages_no_pressure() where reentry_mask says so.
+	// Called from inside alloc_pages() where reentry_mask says so.
 	std::function<void(uint64_t call)> reenter;
 
 	// A reset of the device (or its surprise removal): the host holds nothing any more.

@@ -8,7 +8,7 @@
 namespace vb_check {
 
 struct DeclaredOnlyOs {
-	bool alloc_pages_no_pressure(unsigned order, vb::PageUse use, uint64_t* pfn);
+	bool alloc_pages(unsigned order, vb::PageUse use, vb::Reclaim reclaim, uint64_t* pfn);
 	void free_page_run(vb::PageRun run);
 	void balloon_list_insert(vb::PageRun run);
 	size_t balloon_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
@@ -20,6 +20,7 @@ struct DeclaredOnlyOs {
 	void hint_list_insert(vb::PageRun run);
 	size_t hint_list_take(vb::PageRun* runs, size_t max_runs, uint64_t max_pages);
 	uint64_t free_pages_kept();
+	void pressure_sample(vb::PressureSample* sample);
 	void initialise_pages(vb::PageRun run);
 	uint64_t phys_addr(const void* buffer);
 	bool queue_add(vb::QueueKind queue, const vb::Segment* out, unsigned n_out,

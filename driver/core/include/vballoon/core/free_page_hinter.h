@@ -393,7 +393,7 @@ template <BalloonOs Os> void FreePageHinter<Os>::run_hint_round(uint32_t cmd_id)
 		const bool small = order < hint_order();
 		uint64_t pfn;
 		if (block_pages > (small ? budget.small_pages : budget.any_pages) ||
-		    !os_.alloc_pages_no_pressure(order, PageUse::kHintBlock, &pfn)) {
+		    !os_.alloc_pages(order, PageUse::kHintBlock, Reclaim::kNone, &pfn)) {
 			// No free block of this order left (or none the budget allows): smaller.
 			if (order == smallest_order || budget.small_pages < (1ull << smallest_order))
 				break;

@@ -31,7 +31,7 @@ struct PageRun {
 	uint64_t count;
 	// kPageRunDeviceInitialised: the device promised these pages read back as zero (or
 	// poison_val), so the guest need not initialise them when it takes them back.
-	// kPageRunWholeBlock: the run is one block exactly as alloc_pages_no_pressure() gave
+	// kPageRunWholeBlock: the run is one block exactly as alloc_pages() gave
 	// it to a free page hint round (never split, never joined), so the OS may free it in
 	// one piece without looking at its pages.
 	uint32_t flags = 0;
@@ -40,7 +40,19 @@ struct PageRun {
 inline constexpr uint32_t kPageRunDeviceInitialised = 1;
 inline constexpr uint32_t kPageRunWholeBlock = 2;
 
-// What a block from alloc_pages_no_pressure() is for, which decides how the OS takes it.
+// How far an allocation may push the guest to find a page.
+enum class Reclaim : uint8_t {
+	// Only memory free now: no direct reclaim, no waking of background reclaim. Below the
+	// allocator's watermarks it fails, and the guest's page cache and working set are left
+	// alone.
+	kNone,
+	// One light direct-reclaim pass when free memory runs short, no retries (Linux's
+	// __GFP_NORETRY, what its balloon_page_alloc() does): the allocation then succeeds by
+	// evicting page cache, which is the guest's working set once the cold cache is gone.
+	kLight,
+};
+
+// What a block from alloc_pages() is for, which decides how the OS takes it.
 enum class PageUse : uint8_t {
 	// Balloon pages: each page is enqueued, migrated and freed on its own (Linux splits
 	// the block into order-0 pages) and stays movable, as balloon compaction wants.
@@ -75,6 +87,26 @@ struct MemoryStats {
 	uint32_t present_mask;
 };
 
+// The guest's memory pressure as its OS sees it at one moment. Counters are cumulative
+// since boot (whoever reads them works on the difference between two samples, so they may
+// wrap only as uint64_t does); levels are in guest pages.
+struct PressureSample {
+	uint64_t now_ms;       // a monotonic clock
+	uint64_t alloc_stalls; // allocations that had to reclaim directly (Linux's allocstall_*)
+	uint64_t direct_scans; // pages scanned by direct reclaim (pgscan_direct)
+	uint64_t refaults;     // evicted pages faulted back in (workingset_refault_anon + _file)
+	uint64_t major_faults; // faults that waited for I/O (pgmajfault)
+	uint64_t oom_kills;    // processes the OOM killer killed (oom_kill)
+	// Time some task stalled on memory, in microseconds (PSI's memory "some" total): only
+	// where the OS can give it (has_stall_time); Linux does not export it to modules.
+	uint64_t stall_us;
+	bool has_stall_time;
+	uint64_t free_pages;	  // free now
+	uint64_t available_pages; // what it could hand out without swapping (MemAvailable)
+	uint64_t file_pages;	  // page cache (Cached), reclaimable or not
+	uint64_t total_pages;	  // usable memory now, the balloon's pages excluded (MemTotal)
+};
+
 // Facts about the guest that shape negotiation and the page paths.
 struct GuestTraits {
 	unsigned page_shift = 12;
@@ -105,9 +137,10 @@ template <class T, class U> concept same_type = __is_same(T, U);
 // The contract, checked at compile time where the core is instantiated.
 //
 // Pages
-//   alloc_pages_no_pressure(order, use, &pfn): a naturally aligned block of 2^order free
-//     pages, taken without reclaim, retries, warnings or emergency reserves, for `use`
-//     (PageUse); false when none is free. The block's pages belong to the caller afterwards.
+//   alloc_pages(order, use, reclaim, &pfn): a naturally aligned block of 2^order free
+//     pages for `use` (PageUse), pushing the guest no further than `reclaim` (Reclaim) and
+//     never with retries, warnings or emergency reserves; false when none is free. The
+//     block's pages belong to the caller afterwards.
 //   free_page_run(run): give pages back to the guest allocator. Unless run.flags has
 //     kPageRunDeviceInitialised, a guest that hands out initialised pages (init_on_free,
 //     poisoning) initialises them first.
@@ -134,7 +167,7 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //     guest counts as its memory; per run, because Linux accounts them per zone.
 // Free page hinting (only called when FREE_PAGE_HINT is negotiated)
 //   hint_list_insert(run): the driver holds this block (allocated with
-//     alloc_pages_no_pressure) because it was hinted to the device. The hint list is the
+//     alloc_pages) because it was hinted to the device. The hint list is the
 //     OS's, guarded by its own lock inside these two calls (a spinlock in Linux), never the
 //     balloon lock: the shrinker reaches it while a hinting round runs.
 //   hint_list_take(runs, max_runs, max_pages): take whole blocks off the hint list, most
@@ -144,6 +177,10 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //   free_pages_kept(): how many pages the guest allocator keeps free for itself, below
 //     which an allocation reclaims (in Linux the zones' high watermarks, boost included);
 //     a round leaves them free. 0 when it keeps none.
+// Memory pressure
+//   pressure_sample(&sample): the guest's pressure signals now (PressureSample). Cheap
+//     enough to call before every inflate batch and once a second; any context that may
+//     sleep, no lock held.
 // Buffers and queues
 //   phys_addr(p): guest-physical address of a core buffer (the core lives in memory the
 //     device can read: kmalloc in Linux, guest RAM in the simulator).
@@ -161,9 +198,12 @@ template <class T, class U> concept same_type = __is_same(T, U);
 //   Linux dev_err() and friends name the driver and the device).
 template <class Os>
 concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, PageRun run,
-			     PageRun* runs, const Segment* segments, uint32_t* len, MemoryStats* stats,
-			     va_list args) {
-	{ os.alloc_pages_no_pressure(0u, PageUse::kBalloon, pfn_out) } -> same_type<bool>;
+			     PageRun* runs, const Segment* segments, uint32_t* len,
+			     MemoryStats* stats, PressureSample* sample, va_list args)
+{
+	{
+		os.alloc_pages(0u, PageUse::kBalloon, Reclaim::kNone, pfn_out)
+		} -> same_type<bool>;
 	os.free_page_run(run);
 	os.balloon_list_insert(run);
 	{ os.balloon_list_take(runs, size_t{1}, uint64_t{1}) } -> same_type<size_t>;
@@ -175,6 +215,7 @@ concept BalloonOs = requires(Os& os, const void* buffer, uint64_t* pfn_out, Page
 	os.hint_list_insert(run);
 	{ os.hint_list_take(runs, size_t{1}, uint64_t{1}) } -> same_type<size_t>;
 	{ os.free_pages_kept() } -> same_type<uint64_t>;
+	os.pressure_sample(sample);
 	os.initialise_pages(run);
 	{ os.phys_addr(buffer) } -> same_type<uint64_t>;
 	{ os.queue_add(QueueKind::kInflate, segments, 1u, segments, 0u, nullptr) } -> same_type<bool>;

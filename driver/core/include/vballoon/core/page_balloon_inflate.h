@@ -29,7 +29,10 @@ size_t PageBalloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, H
 
 		while (order > 0 && (1ull << order) > left)
 			order--;
-		if (!os_.alloc_pages_no_pressure(order, PageUse::kBalloon, &pfn)) {
+		// Blocks come only from free memory; a single page may reclaim lightly, as
+		// Linux's own balloon_page_alloc() does.
+		const Reclaim reclaim = order == 0 ? Reclaim::kLight : Reclaim::kNone;
+		if (!os_.alloc_pages(order, PageUse::kBalloon, reclaim, &pfn)) {
 			if (order == 0) {
 				*short_of_pages = true;
 				break;
