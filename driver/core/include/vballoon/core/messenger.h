@@ -87,18 +87,17 @@ public:
 
 	private:
 		friend Messenger;
-		Outbox(QueueKind kind, const PageRun* page_runs, unsigned page_shift, uint32_t usable_mask)
-			: queue(kind), runs(page_runs), pfn_packer(page_runs, 0, page_shift),
-			  chunk_packer(page_runs, 0, page_shift), slot_mask(usable_mask)
+		Outbox(QueueKind kind, const PageRun* page_runs, uint32_t usable_mask)
+		    : queue(kind), runs(page_runs), slot_mask(usable_mask)
 		{
 		}
 		QueueKind queue;
 		const PageRun* runs;
 		size_t run_count = 0;
 		uint64_t total_pages = 0; // guest pages in runs[0, run_count)
-		PfnPacker pfn_packer;
-		ChunkPacker chunk_packer;
-		RunCursor packed_end; // where the next message starts
+		// Where the next message starts: the one cursor over the runs, which the packers
+		// move; a message's span starts where it was.
+		RunCursor packed_end;
 		uint64_t sent_pages = 0;         // guest pages of messages the queue took
 		uint64_t acknowledged_pages = 0; // guest pages of messages the device returned
 		uint32_t slot_mask;          // the message slots this outbox may use
@@ -252,10 +251,7 @@ private:
 	}
 	// A message that can never fit is never tried: no chain is longer than its ring.
 	void open(Outbox& box) { box.unfit = descriptors_per_message(box.queue, 1) > ring_size(box.queue); }
-	bool all_packed(const Outbox& box) const
-	{
-		return chunked() ? box.chunk_packer.done() : box.pfn_packer.done();
-	}
+	static bool all_packed(const Outbox& box) { return box.packed_end.run == box.run_count; }
 	[[nodiscard]] HostReply close(Outbox& box);
 	void pack_message(Message& message, Outbox& box);
 	bool add_message(QueueKind queue, Message& message);
@@ -294,7 +290,7 @@ template <class OnAcknowledged>
 HostReply Messenger<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
 				   OnAcknowledged&& on_acknowledged, InitialisedBits bits)
 {
-	Outbox box(queue, runs, page_shift_, free_slot_mask());
+	Outbox box(queue, runs, free_slot_mask());
 	VB_INVARIANT(box.slot_mask != 0);
 	open(box);
 	extend(box, run_count);
@@ -311,7 +307,7 @@ HostReply Messenger<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t 
 template <BalloonOs Os>
 typename Messenger<Os>::Outbox Messenger<Os>::open_pipeline(QueueKind queue, const PageRun* runs)
 {
-	Outbox box(queue, runs, page_shift_, kPipelineSlotMask);
+	Outbox box(queue, runs, kPipelineSlotMask);
 	open(box);
 	return box;
 }
@@ -321,8 +317,6 @@ template <BalloonOs Os> void Messenger<Os>::extend(Outbox& box, size_t run_count
 	for (size_t i = box.run_count; i < run_count; i++)
 		box.total_pages += box.runs[i].count;
 	box.run_count = run_count;
-	box.pfn_packer.extend(run_count);
-	box.chunk_packer.extend(run_count);
 }
 
 template <BalloonOs Os>
@@ -424,7 +418,8 @@ template <BalloonOs Os> HostReply Messenger<Os>::close(Outbox& box)
 	for (uint32_t i = 0; i < box.lost_count; i++)
 		reply.lost[reply.lost_count++] = box.lost[i];
 	// Messages go out in the order of the runs: what was not sent is one span at the end.
-	reply.never_sent = {advance(box.runs, {}, box.sent_pages), box.total_pages - box.sent_pages};
+	reply.never_sent = {RunCursor::at(box.runs, box.sent_pages),
+			    box.total_pages - box.sent_pages};
 	if (reply.never_sent.pages && !reply.device_gone)
 		reply.refused = true;
 	// Every page in exactly one outcome: acknowledged, lost or never sent (only a mutant
@@ -474,13 +469,18 @@ template <BalloonOs Os> int Messenger<Os>::slot_of(const void* token, uint32_t i
 	return -1;
 }
 
+// Packs the next message from where the last one ended; the packer moves the outbox's
+// cursor past it.
 template <BalloonOs Os> void Messenger<Os>::pack_message(Message& message, Outbox& box)
 {
+	const RunCursor start = box.packed_end;
 	uint64_t pages = 0;
 
 	if (chunked()) {
 		const uint32_t capacity = chunks_per_message(box.queue);
-		message.count = box.chunk_packer.pack(message.chunks, capacity);
+		ChunkPacker packer(box.runs, box.run_count, page_shift_, box.packed_end);
+		message.count = packer.pack(message.chunks, capacity);
+		box.packed_end = packer.position();
 		for (uint32_t i = 0; i < message.count; i++)
 			pages += message.chunks[i].len >> page_shift_;
 		// A trailing range that names nothing, or the first page again.
@@ -491,11 +491,12 @@ template <BalloonOs Os> void Messenger<Os>::pack_message(Message& message, Outbo
 			message.chunks[message.count++] = {message.chunks[0].phys_addr,
 							   1u << page_shift_};
 	} else {
-		message.count = box.pfn_packer.pack(message.wire_pfns, kWirePagesPerMessage);
+		PfnPacker packer(box.runs, box.run_count, page_shift_, box.packed_end);
+		message.count = packer.pack(message.wire_pfns, kWirePagesPerMessage);
+		box.packed_end = packer.position();
 		pages = message.count / wire_pages_per_page_;
 	}
-	message.span = {box.packed_end, pages};
-	box.packed_end = advance(box.runs, box.packed_end, pages);
+	message.span = {start, pages};
 }
 
 template <BalloonOs Os> bool Messenger<Os>::add_message(QueueKind queue, Message& message)
