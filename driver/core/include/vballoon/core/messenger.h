@@ -63,7 +63,7 @@ public:
 
 	// The messages of one call on one queue: what was packed, sent and acknowledged so far.
 	// Only the messenger changes it; a pipeline's owner asks it what it needs to decide when
-	// to allocate and when to wait.
+	// to allocate and when to wait, and waits through Messenger::wait().
 	class Outbox
 	{
 	public:
@@ -107,12 +107,8 @@ public:
 		bool device_gone = false;
 		RunSpan lost[kMessagesInFlightMax];
 		uint32_t lost_count = 0;
-	};
-
-	// A buffer the device returned, or none: the device is gone.
-	struct Returned {
-		void* token = nullptr;
-		uint32_t len = 0;
+		void* returned_token = nullptr; // what wait() brought back, not yet taken
+		uint32_t returned_len = 0;
 	};
 
 	Messenger(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
@@ -161,40 +157,29 @@ public:
 	// none: not yet (without wait), or never (the device is gone; in-flight messages lost).
 	template <class OnAcknowledged>
 	bool collect(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits, bool wait);
-	// Takes every buffer the device has returned so far, without waiting.
+	// Takes every buffer the device has returned so far, without waiting: first the one
+	// wait() brought back, if any.
 	template <class OnAcknowledged>
 	void collect_returned(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits)
 	{
+		if (void* token = box.returned_token) {
+			box.returned_token = nullptr;
+			take(box, token, box.returned_len, on_acknowledged, bits);
+		}
 		while (box.in_flight() && collect(box, on_acknowledged, bits, false)) {
 		}
 	}
-	// Waits for the device to return one of `box`'s messages: the pipeline's owner calls
-	// it without the lock, and hands what came back to take() once it holds the lock again.
-	Returned wait(const Outbox& box)
+	// Waits for the device to return one of `box`'s messages (some are in flight). The
+	// pipeline's owner calls it without the lock: the buffer that came back waits in the
+	// outbox for collect_returned(), under the lock. When none comes back the device is
+	// gone, and every message in flight is lost (only the outbox and the message slots it
+	// holds are touched, which no other call uses meanwhile).
+	void wait(Outbox& box)
 	{
-		Returned returned;
-		returned.token = os_.queue_wait_used(box.queue, &returned.len);
-		return returned;
-	}
-	// What wait() brought back: taken, or, when nothing came back, every message in
-	// flight lost.
-	template <class OnAcknowledged>
-	void take(Outbox& box, Returned returned, OnAcknowledged& on_acknowledged,
-		  InitialisedBits bits)
-	{
-		if (returned.token)
-			take(box, returned.token, returned.len, on_acknowledged, bits);
-		else
+		box.returned_token = os_.queue_wait_used(box.queue, &box.returned_len);
+		if (!box.returned_token)
 			lose_in_flight(box);
 	}
-	// The device returned `token` (which the caller waited for without the lock), having
-	// written `len` bytes into it.
-	template <class OnAcknowledged>
-	void take(Outbox& box, void* token, uint32_t len, OnAcknowledged& on_acknowledged,
-		  InitialisedBits bits);
-	// The OS gave up on the queue (device reset or removal): nothing in flight will come
-	// back, and the host will not say what it did with it.
-	void lose_in_flight(Outbox& box);
 	// The caller is about to let go of the lock with `box`'s messages in flight: its slots
 	// stay its own, and it owns inflateq, until close_pipeline().
 	void park(const Outbox& box) { pipeline_held_mask_ = box.held_mask(); }
@@ -253,6 +238,13 @@ private:
 	void open(Outbox& box) { box.unfit = descriptors_per_message(box.queue, 1) > ring_size(box.queue); }
 	static bool all_packed(const Outbox& box) { return box.packed_end.run == box.run_count; }
 	[[nodiscard]] HostReply close(Outbox& box);
+	// The device returned `token`, having written `len` bytes into it.
+	template <class OnAcknowledged>
+	void take(Outbox& box, void* token, uint32_t len, OnAcknowledged& on_acknowledged,
+		  InitialisedBits bits);
+	// The OS gave up on the queue (device reset or removal): nothing in flight will come
+	// back, and the host will not say what it did with it.
+	void lose_in_flight(Outbox& box);
 	void pack_message(Message& message, Outbox& box);
 	bool add_message(QueueKind queue, Message& message);
 	int slot_of(const void* token, uint32_t in_flight_mask) const;
