@@ -109,7 +109,7 @@ struct vballoon_dev {
 };
 
 /* vballoon_whole_blocks.c: inflate's whole blocks, off balloon compaction's list. */
-bool vb_whole_blocks_wanted(const struct vballoon_dev *dev, unsigned int order);
+bool vb_whole_blocks_wanted(const struct vballoon_dev *vb, unsigned int order);
 /* A block of 2^order pages, marked as whole; NULL when none is free. */
 struct page *vb_whole_block_alloc(unsigned int order);
 /*
@@ -119,15 +119,15 @@ struct page *vb_whole_block_alloc(unsigned int order);
  * given back, or split if part of it stays in the balloon). Return how many pages that
  * was, 0 if pfn is in no whole block.
  */
-uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t end);
-uint64_t vb_whole_blocks_free(struct vballoon_dev *dev, uint64_t pfn, uint64_t end);
+uint64_t vb_whole_blocks_insert(struct vballoon_dev *vb, uint64_t pfn, uint64_t end);
+uint64_t vb_whole_blocks_free(struct vballoon_dev *vb, uint64_t pfn, uint64_t end);
 /* Splits the whole block `page` belongs to, if any, into order-0 pages. */
-void vb_whole_block_break_up(struct vballoon_dev *dev, struct page *page);
+void vb_whole_block_break_up(struct vballoon_dev *vb, struct page *page);
 /*
  * As vb_os_balloon_list_take(), from the whole blocks; *taken says how many pages. A block
  * larger than what is left to take is split, its rest put on the balloon list.
  */
-size_t vb_whole_blocks_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+size_t vb_whole_blocks_take(struct vballoon_dev *vb, struct vballoon_page_run *runs,
 			    size_t max_runs, uint64_t max_pages, uint64_t *taken);
 size_t vb_os_add_range_to_runs(struct vballoon_page_run *runs, size_t nr_runs, uint64_t pfn,
 			       uint64_t count);

@@ -31,7 +31,7 @@
 
 /* ---- The hint list (vb::BalloonOs hint_list_insert / hint_list_take) --------------- */
 
-void vb_os_hint_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run)
+void vb_os_hint_list_insert(struct vballoon_dev *vb, const struct vballoon_page_run *run)
 {
 	struct page *page = pfn_to_page(run->first_pfn);
 
@@ -40,20 +40,20 @@ void vb_os_hint_list_insert(struct vballoon_dev *dev, const struct vballoon_page
 	 * the block's length until the block goes back.
 	 */
 	set_page_private(page, run->count);
-	spin_lock(&dev->hint_lock);
-	list_add(&page->lru, &dev->hint_blocks);
-	spin_unlock(&dev->hint_lock);
+	spin_lock(&vb->hint_lock);
+	list_add(&page->lru, &vb->hint_blocks);
+	spin_unlock(&vb->hint_lock);
 }
 
-size_t vb_os_hint_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+size_t vb_os_hint_list_take(struct vballoon_dev *vb, struct vballoon_page_run *runs,
 			    size_t max_runs, uint64_t max_pages)
 {
 	uint64_t taken = 0;
 	size_t n = 0;
 
-	spin_lock(&dev->hint_lock);
+	spin_lock(&vb->hint_lock);
 	while (n < max_runs && taken < max_pages) {
-		struct page *page = list_first_entry_or_null(&dev->hint_blocks, struct page, lru);
+		struct page *page = list_first_entry_or_null(&vb->hint_blocks, struct page, lru);
 
 		if (!page)
 			break;
@@ -65,7 +65,7 @@ size_t vb_os_hint_list_take(struct vballoon_dev *dev, struct vballoon_page_run *
 		taken += runs[n].count;
 		n++;
 	}
-	spin_unlock(&dev->hint_lock);
+	spin_unlock(&vb->hint_lock);
 	return n;
 }
 

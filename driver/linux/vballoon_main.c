@@ -60,6 +60,11 @@ MODULE_PARM_DESC(max_chunk_order,
  * guest took 2.8 s once the guest zeroed. The "guest zeroes" variant in
  * bench/guest/README.md repeats that in a real guest; its figures are in bench/guest/seed004/.
  */
+static bool zero_on_inflate;
+module_param(zero_on_inflate, bool, 0444);
+MODULE_PARM_DESC(zero_on_inflate,
+		 "Zero pages entering the balloon, unless the device does it (default off)");
+
 /*
  * Blocks of a pageblock or more stay whole and unmovable off balloon compaction's list
  * (vballoon_whole_blocks.c): one allocator call per block in and out instead of one per
@@ -70,11 +75,6 @@ module_param(keep_blocks_whole, bool, 0444);
 MODULE_PARM_DESC(keep_blocks_whole,
 		 "Keep inflated blocks of a pageblock or more whole and unmovable (default Y; N: "
 		 "split every block into movable pages)");
-
-static bool zero_on_inflate;
-module_param(zero_on_inflate, bool, 0444);
-MODULE_PARM_DESC(zero_on_inflate,
-		 "Zero pages entering the balloon, unless the device does it (default off)");
 
 /*
  * The DEVICE_INIT proposals (virtio-spec issues 244 and 242, bits 6 and 7 as on mst's

@@ -45,7 +45,7 @@
 /* How often a waiter looks whether the device broke (surprise removal wakes no one). */
 #define VB_OS_BROKEN_POLL_JIFFIES HZ
 
-bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_block, bool reclaim,
+bool vb_os_alloc_pages(struct vballoon_dev *vb, unsigned int order, bool hint_block, bool reclaim,
 		       uint64_t *pfn)
 {
 	struct page *page;
@@ -61,7 +61,7 @@ bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_b
 	} else if (order == 0) {
 		/* balloon_page_alloc() reclaims lightly (__GFP_NORETRY); without it, only free pages. */
 		page = reclaim ? balloon_page_alloc() : alloc_page(VB_OS_GFP_BLOCK);
-	} else if (vb_whole_blocks_wanted(dev, order) && (page = vb_whole_block_alloc(order))) {
+	} else if (vb_whole_blocks_wanted(vb, order) && (page = vb_whole_block_alloc(order))) {
 		/* Kept whole until it leaves the balloon (vballoon_whole_blocks.c). */
 	} else {
 		/*
@@ -95,7 +95,7 @@ static bool vb_os_whole_block(const struct vballoon_page_run *run)
 			     !IS_ALIGNED(run->first_pfn, run->count));
 }
 
-void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run)
+void vb_os_free_page_run(struct vballoon_dev *vb, const struct vballoon_page_run *run)
 {
 	uint64_t i;
 
@@ -120,7 +120,7 @@ void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_ru
 	 */
 	for (i = 0; i < run->count;) {
 		uint64_t n =
-			vb_whole_blocks_free(dev, run->first_pfn + i, run->first_pfn + run->count);
+			vb_whole_blocks_free(vb, run->first_pfn + i, run->first_pfn + run->count);
 
 		if (!n) {
 			put_page(pfn_to_page(run->first_pfn + i));
@@ -137,7 +137,7 @@ void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_ru
 #define VB_OS_ENQUEUE_BATCH 512
 
 /* Whole blocks go on their own list; every other page on balloon compaction's. */
-void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run)
+void vb_os_balloon_list_insert(struct vballoon_dev *vb, const struct vballoon_page_run *run)
 {
 	uint64_t done = 0;
 
@@ -147,7 +147,7 @@ void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_p
 
 		/* balloon_page_list_enqueue() keeps the list's order: ascending PFNs. */
 		while (done < run->count && batched < VB_OS_ENQUEUE_BATCH) {
-			uint64_t n = vb_whole_blocks_insert(dev, run->first_pfn + done,
+			uint64_t n = vb_whole_blocks_insert(vb, run->first_pfn + done,
 							    run->first_pfn + run->count);
 
 			if (!n) {
@@ -158,7 +158,7 @@ void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_p
 			done += n;
 		}
 		if (batched)
-			balloon_page_list_enqueue(&dev->b_dev_info, &pages);
+			balloon_page_list_enqueue(&vb->b_dev_info, &pages);
 		cond_resched();
 	}
 }
@@ -172,7 +172,7 @@ void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_p
  * page is out of compaction's reach; the next deflate asks the host for it again, and after
  * a reset it goes back to the guest (release_after_reset()). Called under the balloon lock.
  */
-void vb_os_balloon_hold(struct vballoon_dev *dev, const struct vballoon_page_run *run)
+void vb_os_balloon_hold(struct vballoon_dev *vb, const struct vballoon_page_run *run)
 {
 	uint64_t i;
 
@@ -180,23 +180,23 @@ void vb_os_balloon_hold(struct vballoon_dev *dev, const struct vballoon_page_run
 		struct page *page = pfn_to_page(run->first_pfn + i);
 
 		/* Held page by page, as compaction's pages are: a whole block is split. */
-		vb_whole_block_break_up(dev, page);
-		list_add_tail(&page->lru, &dev->held_pages);
+		vb_whole_block_break_up(vb, page);
+		list_add_tail(&page->lru, &vb->held_pages);
 		vb_balloon_count_off_list(page, 1);
 	}
-	dev->nr_held_pages += run->count;
+	vb->nr_held_pages += run->count;
 }
 
 static size_t vb_os_add_to_runs(struct vballoon_page_run *runs, size_t nr_runs, uint64_t pfn);
 
-size_t vb_os_balloon_held_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+size_t vb_os_balloon_held_take(struct vballoon_dev *vb, struct vballoon_page_run *runs,
 			       size_t max_runs, uint64_t max_pages)
 {
 	struct page *page, *next;
 	uint64_t taken = 0;
 	size_t nr_runs = 0;
 
-	list_for_each_entry_safe(page, next, &dev->held_pages, lru) {
+	list_for_each_entry_safe(page, next, &vb->held_pages, lru) {
 		uint64_t pfn = page_to_pfn(page);
 		struct vballoon_page_run *last = nr_runs ? &runs[nr_runs - 1] : NULL;
 
@@ -211,7 +211,7 @@ size_t vb_os_balloon_held_take(struct vballoon_dev *dev, struct vballoon_page_ru
 		nr_runs = vb_os_add_to_runs(runs, nr_runs, pfn);
 		taken++;
 	}
-	dev->nr_held_pages -= taken;
+	vb->nr_held_pages -= taken;
 	return nr_runs;
 }
 
@@ -241,7 +241,7 @@ static size_t vb_os_add_to_runs(struct vballoon_page_run *runs, size_t nr_runs, 
 	return vb_os_add_range_to_runs(runs, nr_runs, pfn, 1);
 }
 
-size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+size_t vb_os_balloon_list_take(struct vballoon_dev *vb, struct vballoon_page_run *runs,
 			       size_t max_runs, uint64_t max_pages)
 {
 	uint64_t taken;
@@ -251,7 +251,7 @@ size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_ru
 	 * Whole blocks first, newest first, then balloon compaction's pages, newest first: a
 	 * block back costs the allocator one call, and the pages compaction may move stay.
 	 */
-	nr_runs = vb_whole_blocks_take(dev, runs, max_runs, max_pages, &taken);
+	nr_runs = vb_whole_blocks_take(vb, runs, max_runs, max_pages, &taken);
 	/*
 	 * Never more pages at once than there are free runs left, so every page taken has a
 	 * run to go to, however scattered the pages are.
@@ -263,7 +263,7 @@ size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_ru
 		size_t n;
 
 		/* Skips pages compaction has isolated: fewer than asked is not "empty". */
-		n = balloon_page_list_dequeue(&dev->b_dev_info, &pages, batch);
+		n = balloon_page_list_dequeue(&vb->b_dev_info, &pages, batch);
 		if (!n)
 			break;
 		taken += n;
@@ -279,7 +279,7 @@ size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_ru
 	return nr_runs;
 }
 
-void vb_os_balloon_list_mark_initialised(struct vballoon_dev *dev,
+void vb_os_balloon_list_mark_initialised(struct vballoon_dev *vb,
 					 const struct vballoon_page_run *run)
 {
 	/*
@@ -289,21 +289,21 @@ void vb_os_balloon_list_mark_initialised(struct vballoon_dev *dev,
 	 */
 }
 
-void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint64_t new_pfn)
+void vb_os_balloon_list_replace(struct vballoon_dev *vb, uint64_t old_pfn, uint64_t new_pfn)
 {
 #ifdef VB_BALLOON_MIGRATION
 	/*
 	 * The managed page count follows in the core (adjust_managed_pages); the old page
 	 * leaves the balloon once migratepage returns (vballoon_migratepage()).
 	 */
-	vb_balloon_migrated_insert(&dev->b_dev_info, pfn_to_page(new_pfn));
+	vb_balloon_migrated_insert(&vb->b_dev_info, pfn_to_page(new_pfn));
 #else
 	/* Only the migration callback moves pages, and it exists only with migration. */
 	WARN_ON_ONCE(1);
 #endif
 }
 
-void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run,
+void vb_os_adjust_managed_pages(struct vballoon_dev *vb, const struct vballoon_page_run *run,
 				bool add)
 {
 	uint64_t done = 0;
@@ -322,7 +322,7 @@ void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_
 	}
 }
 
-void vb_os_initialise_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run)
+void vb_os_initialise_pages(struct vballoon_dev *vb, const struct vballoon_page_run *run)
 {
 	/*
 	 * Asked for by zero_on_inflate: zero, or the poison page poisoning expects of a free
@@ -346,11 +346,11 @@ uint64_t vb_os_phys_addr(const void *buffer)
 	return virt_to_phys((void *)buffer);
 }
 
-static struct virtqueue *vb_os_vq(struct vballoon_dev *dev, unsigned int kind)
+static struct virtqueue *vb_os_vq(struct vballoon_dev *vb, unsigned int kind)
 {
-	if (WARN_ON_ONCE(kind >= VB_QUEUE_KIND_COUNT || !dev->vqs[kind]))
+	if (WARN_ON_ONCE(kind >= VB_QUEUE_KIND_COUNT || !vb->vqs[kind]))
 		return NULL;
-	return dev->vqs[kind];
+	return vb->vqs[kind];
 }
 
 /*
@@ -359,43 +359,43 @@ static struct virtqueue *vb_os_vq(struct vballoon_dev *dev, unsigned int kind)
  * do. free_page_vq's chains of hint blocks are far longer than the others', so its set is
  * allocated apart (vballoon_free_pages_init()). Returns how many entries there are.
  */
-static unsigned int vb_os_queue_scratch(struct vballoon_dev *dev, unsigned int kind,
+static unsigned int vb_os_queue_scratch(struct vballoon_dev *vb, unsigned int kind,
 					struct scatterlist **sg, struct scatterlist ***sgs)
 {
 	if (kind == VB_QUEUE_FREE_PAGE) {
-		if (WARN_ON_ONCE(!dev->hint_sg))
+		if (WARN_ON_ONCE(!vb->hint_sg))
 			return 0;
-		*sg = dev->hint_sg->sg;
-		*sgs = dev->hint_sg->sgs;
+		*sg = vb->hint_sg->sg;
+		*sgs = vb->hint_sg->sgs;
 		return VB_OS_HINT_CHAIN_SEGMENTS_MAX;
 	}
-	*sg = dev->sg[kind];
-	*sgs = dev->sgs[kind];
+	*sg = vb->sg[kind];
+	*sgs = vb->sgs[kind];
 	return VB_OS_MAX_SEGMENTS;
 }
 
-bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
-		     const struct vballoon_segment *out, unsigned int n_out,
-		     const struct vballoon_segment *in, unsigned int n_in, void *token)
+bool vb_os_queue_add(struct vballoon_dev *vb, unsigned int kind, const struct vballoon_segment *out,
+		     unsigned int n_out, const struct vballoon_segment *in, unsigned int n_in,
+		     void *token)
 {
-	struct virtqueue *vq = vb_os_vq(dev, kind);
+	struct virtqueue *vq = vb_os_vq(vb, kind);
 	struct scatterlist *sg, **sgs;
 	unsigned int i, max_segments;
 	gfp_t gfp;
 
 	if (!vq)
 		return false;
-	max_segments = vb_os_queue_scratch(dev, kind, &sg, &sgs);
+	max_segments = vb_os_queue_scratch(vb, kind, &sg, &sgs);
 	if (WARN_ON_ONCE(n_out + n_in == 0 || n_out + n_in > max_segments))
 		return false;
-	if (vb_test_hook_refuse_buffer(dev, kind))
+	if (vb_test_hook_refuse_buffer(vb, kind))
 		return false;
 
 	for (i = 0; i < n_out + n_in; i++) {
 		const struct vballoon_segment *seg = i < n_out ? &out[i] : &in[i - n_out];
 		uint32_t len = seg->len;
 
-		if (i == 0 && vb_test_hook_shorten_segment(dev, kind, seg))
+		if (i == 0 && vb_test_hook_shorten_segment(vb, kind, seg))
 			len -= SZ_2K;
 		/* The core's buffers are kmalloc memory: physically contiguous across pages. */
 		sg_init_table(&sg[i], 1);
@@ -418,17 +418,17 @@ bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
 	return virtqueue_add_sgs(vq, sgs, n_out, n_in, token, gfp) == 0;
 }
 
-void vb_os_queue_kick(struct vballoon_dev *dev, unsigned int kind)
+void vb_os_queue_kick(struct vballoon_dev *vb, unsigned int kind)
 {
-	struct virtqueue *vq = vb_os_vq(dev, kind);
+	struct virtqueue *vq = vb_os_vq(vb, kind);
 
 	if (vq)
 		virtqueue_kick(vq);
 }
 
-void *vb_os_queue_get_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len)
+void *vb_os_queue_get_used(struct vballoon_dev *vb, unsigned int kind, uint32_t *len)
 {
-	struct virtqueue *vq = vb_os_vq(dev, kind);
+	struct virtqueue *vq = vb_os_vq(vb, kind);
 	unsigned int used_len = 0;
 	void *token;
 
@@ -439,9 +439,9 @@ void *vb_os_queue_get_used(struct vballoon_dev *dev, unsigned int kind, uint32_t
 	return token;
 }
 
-void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len)
+void *vb_os_queue_wait_used(struct vballoon_dev *vb, unsigned int kind, uint32_t *len)
 {
-	struct virtqueue *vq = vb_os_vq(dev, kind);
+	struct virtqueue *vq = vb_os_vq(vb, kind);
 	unsigned int used_len = 0;
 	void *token = NULL;
 
@@ -452,7 +452,7 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 		virtqueue_enable_cb(vq);
 	for (;;) {
 		/* The queue's callback wakes `acked` (vballoon_ack). */
-		wait_event_timeout(dev->acked, (token = virtqueue_get_buf(vq, &used_len)),
+		wait_event_timeout(vb->acked, (token = virtqueue_get_buf(vq, &used_len)),
 				   VB_OS_BROKEN_POLL_JIFFIES);
 		if (token)
 			break;
@@ -463,7 +463,7 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 		 * Remove and freeze stop a hint round that may already sleep here
 		 * (vb::FreePageHinter::hint_stopping()); the core checks before it waits.
 		 */
-		if (kind == VB_QUEUE_FREE_PAGE && vballoon_core_hint_stopping(dev->core))
+		if (kind == VB_QUEUE_FREE_PAGE && vballoon_core_hint_stopping(vb->core))
 			break;
 	}
 	if (kind == VB_QUEUE_FREE_PAGE)
@@ -474,17 +474,17 @@ void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_
 	return token;
 }
 
-bool vb_os_queue_broken(struct vballoon_dev *dev, unsigned int kind)
+bool vb_os_queue_broken(struct vballoon_dev *vb, unsigned int kind)
 {
-	struct virtqueue *vq = vb_os_vq(dev, kind);
+	struct virtqueue *vq = vb_os_vq(vb, kind);
 
-	vb_test_hook_queue_asked_if_broken(dev, kind);
+	vb_test_hook_queue_asked_if_broken(vb, kind);
 	return !vq || virtqueue_is_broken(vq);
 }
 
-uint32_t vb_os_queue_size(struct vballoon_dev *dev, unsigned int kind)
+uint32_t vb_os_queue_size(struct vballoon_dev *vb, unsigned int kind)
 {
-	struct virtqueue *vq = vb_os_vq(dev, kind);
+	struct virtqueue *vq = vb_os_vq(vb, kind);
 
 	return vq ? virtqueue_get_vring_size(vq) : 0;
 }
@@ -495,23 +495,23 @@ uint32_t vb_os_queue_size(struct vballoon_dev *dev, unsigned int kind)
  * by member, and do the little-endian conversion and the one 4-byte access the spec asks
  * for, even on legacy devices.
  */
-uint32_t vb_os_config_read32(struct vballoon_dev *dev, uint32_t offset)
+uint32_t vb_os_config_read32(struct vballoon_dev *vb, uint32_t offset)
 {
 	u32 value = 0;
 
 	switch (offset) {
 	case offsetof(struct virtio_balloon_config, num_pages):
-		virtio_cread_le(dev->vdev, struct virtio_balloon_config, num_pages, &value);
+		virtio_cread_le(vb->vdev, struct virtio_balloon_config, num_pages, &value);
 		break;
 	case offsetof(struct virtio_balloon_config, actual):
-		virtio_cread_le(dev->vdev, struct virtio_balloon_config, actual, &value);
+		virtio_cread_le(vb->vdev, struct virtio_balloon_config, actual, &value);
 		break;
 	case offsetof(struct virtio_balloon_config, free_page_hint_cmd_id):
-		virtio_cread_le(dev->vdev, struct virtio_balloon_config, free_page_hint_cmd_id,
+		virtio_cread_le(vb->vdev, struct virtio_balloon_config, free_page_hint_cmd_id,
 				&value);
 		break;
 	case offsetof(struct virtio_balloon_config, poison_val):
-		virtio_cread_le(dev->vdev, struct virtio_balloon_config, poison_val, &value);
+		virtio_cread_le(vb->vdev, struct virtio_balloon_config, poison_val, &value);
 		break;
 	default:
 		WARN_ONCE(1, "vballoon: config read at unknown offset %u\n", offset);
@@ -519,23 +519,22 @@ uint32_t vb_os_config_read32(struct vballoon_dev *dev, uint32_t offset)
 	return value;
 }
 
-void vb_os_config_write32(struct vballoon_dev *dev, uint32_t offset, uint32_t value)
+void vb_os_config_write32(struct vballoon_dev *vb, uint32_t offset, uint32_t value)
 {
 	u32 v = value;
 
 	switch (offset) {
 	case offsetof(struct virtio_balloon_config, num_pages):
-		virtio_cwrite_le(dev->vdev, struct virtio_balloon_config, num_pages, &v);
+		virtio_cwrite_le(vb->vdev, struct virtio_balloon_config, num_pages, &v);
 		break;
 	case offsetof(struct virtio_balloon_config, actual):
-		virtio_cwrite_le(dev->vdev, struct virtio_balloon_config, actual, &v);
+		virtio_cwrite_le(vb->vdev, struct virtio_balloon_config, actual, &v);
 		break;
 	case offsetof(struct virtio_balloon_config, free_page_hint_cmd_id):
-		virtio_cwrite_le(dev->vdev, struct virtio_balloon_config, free_page_hint_cmd_id,
-				 &v);
+		virtio_cwrite_le(vb->vdev, struct virtio_balloon_config, free_page_hint_cmd_id, &v);
 		break;
 	case offsetof(struct virtio_balloon_config, poison_val):
-		virtio_cwrite_le(dev->vdev, struct virtio_balloon_config, poison_val, &v);
+		virtio_cwrite_le(vb->vdev, struct virtio_balloon_config, poison_val, &v);
 		break;
 	default:
 		WARN_ONCE(1, "vballoon: config write at unknown offset %u\n", offset);
@@ -627,7 +626,7 @@ void vb_os_pressure_sample(struct vballoon_pressure_sample *sample)
  * event counters already give. The set depends only on the kernel's configuration, so it
  * never changes while the module is loaded, as the spec requires of the stats buffer.
  */
-uint32_t vb_os_memory_stats(struct vballoon_dev *dev, uint64_t *values)
+uint32_t vb_os_memory_stats(struct vballoon_dev *vb, uint64_t *values)
 {
 	struct sysinfo info;
 	uint32_t mask = 0;
@@ -672,19 +671,19 @@ uint32_t vb_os_memory_stats(struct vballoon_dev *dev, uint64_t *values)
 	return mask;
 }
 
-void vb_os_lock(struct vballoon_dev *dev)
+void vb_os_lock(struct vballoon_dev *vb)
 {
-	mutex_lock(&dev->balloon_lock);
+	mutex_lock(&vb->balloon_lock);
 }
 
-void vb_os_unlock(struct vballoon_dev *dev)
+void vb_os_unlock(struct vballoon_dev *vb)
 {
-	mutex_unlock(&dev->balloon_lock);
+	mutex_unlock(&vb->balloon_lock);
 }
 
-bool vb_os_try_lock(struct vballoon_dev *dev)
+bool vb_os_try_lock(struct vballoon_dev *vb)
 {
-	return mutex_trylock(&dev->balloon_lock);
+	return mutex_trylock(&vb->balloon_lock);
 }
 
 /*
@@ -693,9 +692,9 @@ bool vb_os_try_lock(struct vballoon_dev *dev)
  * debug messages through dev_dbg(), which dynamic debug switches on
  * (echo 'module vballoon +p' > /sys/kernel/debug/dynamic_debug/control).
  */
-void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, va_list args)
+void vb_os_vlog(struct vballoon_dev *vb, unsigned int level, const char *fmt, va_list args)
 {
-	struct device *device = &dev->vdev->dev;
+	struct device *device = &vb->vdev->dev;
 	struct va_format vaf;
 	va_list copy;
 

@@ -29,7 +29,11 @@
 extern "C" {
 #endif
 
-/* The C side's per-device state; opaque to C++. */
+/*
+ * The C side's per-device state; opaque to C++. The C files call it `vb` (as
+ * virtio_balloon.c its struct virtio_balloon); kernel_os.cpp, where vb is the core's
+ * namespace, calls it `dev`.
+ */
 struct vballoon_dev;
 /* The C++ core object; opaque to C. */
 struct vballoon_core;
@@ -112,46 +116,46 @@ struct vballoon_guest_traits {
  * hint_block: vb::PageUse::kHintBlock (whole, unmovable), else balloon pages (split, movable).
  * reclaim: vb::Reclaim::kLight, else only memory free now.
  */
-bool vb_os_alloc_pages(struct vballoon_dev *dev, unsigned int order, bool hint_block, bool reclaim,
+bool vb_os_alloc_pages(struct vballoon_dev *vb, unsigned int order, bool hint_block, bool reclaim,
 		       uint64_t *pfn);
-void vb_os_free_page_run(struct vballoon_dev *dev, const struct vballoon_page_run *run);
-void vb_os_balloon_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run);
-size_t vb_os_balloon_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+void vb_os_free_page_run(struct vballoon_dev *vb, const struct vballoon_page_run *run);
+void vb_os_balloon_list_insert(struct vballoon_dev *vb, const struct vballoon_page_run *run);
+size_t vb_os_balloon_list_take(struct vballoon_dev *vb, struct vballoon_page_run *runs,
 			       size_t max_runs, uint64_t max_pages);
-void vb_os_balloon_list_mark_initialised(struct vballoon_dev *dev,
+void vb_os_balloon_list_mark_initialised(struct vballoon_dev *vb,
 					 const struct vballoon_page_run *run);
-void vb_os_balloon_list_replace(struct vballoon_dev *dev, uint64_t old_pfn, uint64_t new_pfn);
+void vb_os_balloon_list_replace(struct vballoon_dev *vb, uint64_t old_pfn, uint64_t new_pfn);
 /* Dequeued pages whose deflate the host did not acknowledge, on a private list. */
-void vb_os_balloon_hold(struct vballoon_dev *dev, const struct vballoon_page_run *run);
-size_t vb_os_balloon_held_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+void vb_os_balloon_hold(struct vballoon_dev *vb, const struct vballoon_page_run *run);
+size_t vb_os_balloon_held_take(struct vballoon_dev *vb, struct vballoon_page_run *runs,
 			       size_t max_runs, uint64_t max_pages);
-void vb_os_adjust_managed_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run,
+void vb_os_adjust_managed_pages(struct vballoon_dev *vb, const struct vballoon_page_run *run,
 				bool add);
-void vb_os_initialise_pages(struct vballoon_dev *dev, const struct vballoon_page_run *run);
+void vb_os_initialise_pages(struct vballoon_dev *vb, const struct vballoon_page_run *run);
 /* The blocks held as free page hints (vballoon_free_pages.c), under their own spinlock. */
-void vb_os_hint_list_insert(struct vballoon_dev *dev, const struct vballoon_page_run *run);
-size_t vb_os_hint_list_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+void vb_os_hint_list_insert(struct vballoon_dev *vb, const struct vballoon_page_run *run);
+size_t vb_os_hint_list_take(struct vballoon_dev *vb, struct vballoon_page_run *runs,
 			    size_t max_runs, uint64_t max_pages);
 /* What the page allocator keeps free for itself: a hinting round leaves it. */
 uint64_t vb_os_free_pages_kept(void);
 void vb_os_pressure_sample(struct vballoon_pressure_sample *sample);
 uint64_t vb_os_phys_addr(const void *buffer);
-bool vb_os_queue_add(struct vballoon_dev *dev, unsigned int kind,
-		     const struct vballoon_segment *out, unsigned int n_out,
-		     const struct vballoon_segment *in, unsigned int n_in, void *token);
-void vb_os_queue_kick(struct vballoon_dev *dev, unsigned int kind);
-void *vb_os_queue_get_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len);
-void *vb_os_queue_wait_used(struct vballoon_dev *dev, unsigned int kind, uint32_t *len);
-bool vb_os_queue_broken(struct vballoon_dev *dev, unsigned int kind);
-uint32_t vb_os_queue_size(struct vballoon_dev *dev, unsigned int kind);
-uint32_t vb_os_config_read32(struct vballoon_dev *dev, uint32_t offset);
-void vb_os_config_write32(struct vballoon_dev *dev, uint32_t offset, uint32_t value);
+bool vb_os_queue_add(struct vballoon_dev *vb, unsigned int kind, const struct vballoon_segment *out,
+		     unsigned int n_out, const struct vballoon_segment *in, unsigned int n_in,
+		     void *token);
+void vb_os_queue_kick(struct vballoon_dev *vb, unsigned int kind);
+void *vb_os_queue_get_used(struct vballoon_dev *vb, unsigned int kind, uint32_t *len);
+void *vb_os_queue_wait_used(struct vballoon_dev *vb, unsigned int kind, uint32_t *len);
+bool vb_os_queue_broken(struct vballoon_dev *vb, unsigned int kind);
+uint32_t vb_os_queue_size(struct vballoon_dev *vb, unsigned int kind);
+uint32_t vb_os_config_read32(struct vballoon_dev *vb, uint32_t offset);
+void vb_os_config_write32(struct vballoon_dev *vb, uint32_t offset, uint32_t value);
 /* Fills values[tag] (VB_S_NR entries) and returns the mask of tags it can report. */
-uint32_t vb_os_memory_stats(struct vballoon_dev *dev, uint64_t *values);
-void vb_os_lock(struct vballoon_dev *dev);
-void vb_os_unlock(struct vballoon_dev *dev);
-bool vb_os_try_lock(struct vballoon_dev *dev);
-void vb_os_vlog(struct vballoon_dev *dev, unsigned int level, const char *fmt, va_list args);
+uint32_t vb_os_memory_stats(struct vballoon_dev *vb, uint64_t *values);
+void vb_os_lock(struct vballoon_dev *vb);
+void vb_os_unlock(struct vballoon_dev *vb);
+bool vb_os_try_lock(struct vballoon_dev *vb);
+void vb_os_vlog(struct vballoon_dev *vb, unsigned int level, const char *fmt, va_list args);
 /* VB_INVARIANT() (driver/support/include/vballoon/support/invariant.h): a core accounting
  * rule broke. Warns once, with the rule and where it is, and returns. */
 void vb_invariant_failed(const char *condition, const char *file, int line);
@@ -176,7 +180,7 @@ uint64_t vballoon_accept_features(uint64_t offered, const struct vballoon_guest_
  * both must outlive the core). Returns NULL if either is too small or misaligned.
  */
 struct vballoon_core *vballoon_core_init(void *mem, size_t size, void *workspace_mem,
-					 size_t workspace_size, struct vballoon_dev *dev,
+					 size_t workspace_size, struct vballoon_dev *vb,
 					 uint64_t features,
 					 const struct vballoon_guest_traits *traits);
 void vballoon_core_destroy(struct vballoon_core *core);

@@ -55,9 +55,9 @@
  */
 #define VB_WHOLE_BLOCK_GFP (__GFP_HIGHMEM | __GFP_NORETRY | __GFP_NOWARN | __GFP_NOMEMALLOC)
 
-bool vb_whole_blocks_wanted(const struct vballoon_dev *dev, unsigned int order)
+bool vb_whole_blocks_wanted(const struct vballoon_dev *vb, unsigned int order)
 {
-	return dev->keep_blocks_whole && order >= pageblock_order;
+	return vb->keep_blocks_whole && order >= pageblock_order;
 }
 
 static void vb_whole_block_mark(struct page *first, uint64_t count, unsigned long mark)
@@ -106,7 +106,7 @@ static struct page *vb_whole_block_of(struct page *page, unsigned int *order)
  * inserted go on balloon compaction's list, those already released back to the allocator,
  * and the others are the caller's.
  */
-static void vb_whole_block_split(struct vballoon_dev *dev, struct page *head, unsigned int order)
+static void vb_whole_block_split(struct vballoon_dev *vb, struct page *head, unsigned int order)
 {
 	unsigned long i, inserted = 0;
 	LIST_HEAD(pages);
@@ -122,9 +122,9 @@ static void vb_whole_block_split(struct vballoon_dev *dev, struct page *head, un
 		set_page_private(head + i, 0);
 	}
 	split_page(head, order);
-	WRITE_ONCE(dev->whole_blocks_split, dev->whole_blocks_split + 1);
+	WRITE_ONCE(vb->whole_blocks_split, vb->whole_blocks_split + 1);
 	if (inserted)
-		balloon_page_list_enqueue(&dev->b_dev_info, &pages);
+		balloon_page_list_enqueue(&vb->b_dev_info, &pages);
 	while (!list_empty(&released)) {
 		struct page *page = list_first_entry(&released, struct page, lru);
 
@@ -141,7 +141,7 @@ static uint64_t vb_whole_block_part(struct page *head, unsigned int order, uint6
 }
 
 /* Onto the list: the block is the balloon's, whole. */
-static void vb_whole_blocks_add(struct vballoon_dev *dev, struct page *head, unsigned int order)
+static void vb_whole_blocks_add(struct vballoon_dev *vb, struct page *head, unsigned int order)
 {
 	unsigned long i;
 
@@ -149,8 +149,8 @@ static void vb_whole_blocks_add(struct vballoon_dev *dev, struct page *head, uns
 		set_page_private(head + i, VB_WHOLE_BLOCK_MARK | order);
 		__SetPageOffline(head + i);
 	}
-	list_add(&head->lru, &dev->whole_blocks);
-	dev->nr_whole_block_pages += 1UL << order;
+	list_add(&head->lru, &vb->whole_blocks);
+	vb->nr_whole_block_pages += 1UL << order;
 	vb_balloon_count_off_list(head, 1L << order);
 }
 
@@ -159,9 +159,8 @@ static void vb_whole_blocks_add(struct vballoon_dev *dev, struct page *head, uns
  * or released from it). True once the whole block has gone that way; a block whose parts
  * went different ways is split, and never will be.
  */
-static bool vb_whole_block_part_went(struct vballoon_dev *dev, struct page *head,
-				     unsigned int order, uint64_t pfn, uint64_t count,
-				     unsigned long bit)
+static bool vb_whole_block_part_went(struct vballoon_dev *vb, struct page *head, unsigned int order,
+				     uint64_t pfn, uint64_t count, unsigned long bit)
 {
 	unsigned long i, same = 0;
 
@@ -170,7 +169,7 @@ static bool vb_whole_block_part_went(struct vballoon_dev *dev, struct page *head
 		unsigned long part = page_private(head + i) & VB_WHOLE_BLOCK_PART_BITS;
 
 		if (part && part != bit) {
-			vb_whole_block_split(dev, head, order);
+			vb_whole_block_split(vb, head, order);
 			return false;
 		}
 		same += part == bit;
@@ -178,7 +177,7 @@ static bool vb_whole_block_part_went(struct vballoon_dev *dev, struct page *head
 	return same == 1UL << order;
 }
 
-uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t end)
+uint64_t vb_whole_blocks_insert(struct vballoon_dev *vb, uint64_t pfn, uint64_t end)
 {
 	unsigned int order;
 	struct page *head = vb_whole_block_of(pfn_to_page(pfn), &order);
@@ -189,13 +188,13 @@ uint64_t vb_whole_blocks_insert(struct vballoon_dev *dev, uint64_t pfn, uint64_t
 	count = vb_whole_block_part(head, order, pfn, end);
 	/* Part of the block: it joins the list once every part is in. */
 	if (count < 1ULL << order &&
-	    !vb_whole_block_part_went(dev, head, order, pfn, count, VB_WHOLE_BLOCK_INSERTED))
+	    !vb_whole_block_part_went(vb, head, order, pfn, count, VB_WHOLE_BLOCK_INSERTED))
 		return count;
-	vb_whole_blocks_add(dev, head, order);
+	vb_whole_blocks_add(vb, head, order);
 	return count;
 }
 
-uint64_t vb_whole_blocks_free(struct vballoon_dev *dev, uint64_t pfn, uint64_t end)
+uint64_t vb_whole_blocks_free(struct vballoon_dev *vb, uint64_t pfn, uint64_t end)
 {
 	unsigned int order;
 	struct page *head = vb_whole_block_of(pfn_to_page(pfn), &order);
@@ -206,47 +205,47 @@ uint64_t vb_whole_blocks_free(struct vballoon_dev *dev, uint64_t pfn, uint64_t e
 	count = vb_whole_block_part(head, order, pfn, end);
 	/* Part of the block (a deflate message holds half of one): it goes back with the last. */
 	if (count < 1ULL << order &&
-	    !vb_whole_block_part_went(dev, head, order, pfn, count, VB_WHOLE_BLOCK_RELEASED))
+	    !vb_whole_block_part_went(vb, head, order, pfn, count, VB_WHOLE_BLOCK_RELEASED))
 		return count;
 	vb_whole_block_mark(head, 1ULL << order, 0);
 	__free_pages(head, order);
-	WRITE_ONCE(dev->whole_blocks_freed, dev->whole_blocks_freed + 1);
+	WRITE_ONCE(vb->whole_blocks_freed, vb->whole_blocks_freed + 1);
 	return count;
 }
 
-void vb_whole_block_break_up(struct vballoon_dev *dev, struct page *page)
+void vb_whole_block_break_up(struct vballoon_dev *vb, struct page *page)
 {
 	unsigned int order;
 	struct page *head = vb_whole_block_of(page, &order);
 
 	if (head)
-		vb_whole_block_split(dev, head, order);
+		vb_whole_block_split(vb, head, order);
 }
 
 /* Off the list: the block is the caller's again, whole and still marked. */
-static void vb_whole_blocks_remove(struct vballoon_dev *dev, struct page *head, unsigned int order)
+static void vb_whole_blocks_remove(struct vballoon_dev *vb, struct page *head, unsigned int order)
 {
 	unsigned long i;
 
 	list_del(&head->lru);
 	for (i = 0; i < 1UL << order; i++)
 		__ClearPageOffline(head + i);
-	dev->nr_whole_block_pages -= 1UL << order;
+	vb->nr_whole_block_pages -= 1UL << order;
 	vb_balloon_count_off_list(head, -(1L << order));
 }
 
-size_t vb_whole_blocks_take(struct vballoon_dev *dev, struct vballoon_page_run *runs,
+size_t vb_whole_blocks_take(struct vballoon_dev *vb, struct vballoon_page_run *runs,
 			    size_t max_runs, uint64_t max_pages, uint64_t *taken)
 {
 	size_t nr_runs = 0;
 
 	*taken = 0;
-	while (*taken < max_pages && nr_runs < max_runs && !list_empty(&dev->whole_blocks)) {
-		struct page *head = list_first_entry(&dev->whole_blocks, struct page, lru);
+	while (*taken < max_pages && nr_runs < max_runs && !list_empty(&vb->whole_blocks)) {
+		struct page *head = list_first_entry(&vb->whole_blocks, struct page, lru);
 		unsigned int order = page_private(head) & VB_WHOLE_BLOCK_ORDER_MASK;
 		uint64_t count = 1ULL << order;
 
-		vb_whole_blocks_remove(dev, head, order);
+		vb_whole_blocks_remove(vb, head, order);
 		if (count > max_pages - *taken) {
 			/*
 			 * Asked for less than a block (the OOM notifier's 1 MiB, a target that
@@ -255,7 +254,7 @@ size_t vb_whole_blocks_take(struct vballoon_dev *dev, struct vballoon_page_run *
 			uint64_t keep = max_pages - *taken;
 
 			vb_whole_block_mark_inserted(head + keep, count - keep, order);
-			vb_whole_block_split(dev, head, order);
+			vb_whole_block_split(vb, head, order);
 			count = keep;
 		}
 		nr_runs = vb_os_add_range_to_runs(runs, nr_runs, page_to_pfn(head), count);

@@ -6,9 +6,9 @@
 
 namespace vb {
 
-ChunkPacker::ChunkPacker(const PageRun* runs, size_t run_count, unsigned page_shift)
-	: runs_(runs), run_count_(run_count), page_shift_(page_shift),
-	  max_pages_per_chunk_(kMaxChunkBytes >> page_shift)
+ChunkPacker::ChunkPacker(const PageRun* runs, size_t run_count, unsigned page_shift, RunCursor from)
+    : runs_(runs), run_count_(run_count), at_(from), page_shift_(page_shift),
+      max_pages_per_chunk_(kMaxChunkBytes >> page_shift)
 {
 }
 
@@ -16,20 +16,15 @@ uint32_t ChunkPacker::pack(Segment* out, uint32_t capacity)
 {
 	uint32_t written = 0;
 
-	while (run_index_ < run_count_ && written < capacity) {
-		const PageRun& run = runs_[run_index_];
-		uint64_t pages = min(run.count - offset_in_run_, max_pages_per_chunk_);
+	while (!done() && written < capacity) {
+		uint64_t pages = min(at_.left_in_run(runs_), max_pages_per_chunk_);
 
-		out[written].phys_addr = (run.first_pfn + offset_in_run_) << page_shift_;
+		out[written].phys_addr = (runs_[at_.run].first_pfn + at_.offset) << page_shift_;
 		if (VB_MUTANT(XCH_DRV_RANGE_NOT_WHOLE_PAGES))
 			out[written].phys_addr += 2048;
 		out[written].len = static_cast<uint32_t>(pages << page_shift_);
 		written++;
-		offset_in_run_ += pages;
-		if (offset_in_run_ == run.count) {
-			offset_in_run_ = 0;
-			run_index_++;
-		}
+		at_.advance(runs_, pages);
 	}
 	return written;
 }

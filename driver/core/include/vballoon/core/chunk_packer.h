@@ -10,26 +10,27 @@
 #include <stdint.h>
 
 #include "vballoon/core/os_interface.h"
+#include "vballoon/core/run_cursor.h"
 
 namespace vb {
 
+// Packs runs[0, run_count) from `from` on; position() is where the next message starts.
 class ChunkPacker {
 public:
 	static constexpr uint64_t kMaxChunkBytes = 1ull << 30;
 
-	ChunkPacker(const PageRun* runs, size_t run_count, unsigned page_shift);
+	ChunkPacker(const PageRun* runs, size_t run_count, unsigned page_shift,
+		    RunCursor from = {});
 
 	// Writes up to `capacity` segments into `out` and returns how many; 0 once done.
 	uint32_t pack(Segment* out, uint32_t capacity);
-	bool done() const { return run_index_ == run_count_; }
-	// More runs were appended to the array (those packed so far stay as they were).
-	void extend(size_t run_count) { run_count_ = run_count; }
+	bool done() const { return at_.run == run_count_; }
+	RunCursor position() const { return at_; }
 
 private:
 	const PageRun* runs_;
 	size_t run_count_;
-	size_t run_index_ = 0;
-	uint64_t offset_in_run_ = 0;
+	RunCursor at_;
 	unsigned page_shift_;
 	uint64_t max_pages_per_chunk_;
 };

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "vballoon/core/os_interface.h"
+#include "vballoon/core/run_cursor.h"
 #include "vballoon/support/freestanding.h"
 
 namespace vb {
@@ -32,48 +33,6 @@ enum class MessageOutcome : uint8_t {
 
 // Most messages in flight at once on one queue (what one HostReply can report as lost).
 inline constexpr uint32_t kMessagesInFlightMax = 4;
-
-// A position in an array of runs: run index, and pages into that run.
-struct RunCursor {
-	size_t run = 0;
-	uint64_t offset = 0;
-};
-
-// `pages` consecutive pages of an array of runs, from `start` on.
-struct RunSpan {
-	RunCursor start;
-	uint64_t pages = 0;
-};
-
-inline RunCursor advance(const PageRun* runs, RunCursor cursor, uint64_t pages)
-{
-	while (pages) {
-		uint64_t step = min(pages, runs[cursor.run].count - cursor.offset);
-		cursor.offset += step;
-		pages -= step;
-		if (cursor.offset == runs[cursor.run].count) {
-			cursor.run++;
-			cursor.offset = 0;
-		}
-	}
-	return cursor;
-}
-
-// Calls fn(PageRun) for each piece of `span` (pieces keep their run's flags).
-template <class Fn> void for_each_part(const PageRun* runs, RunSpan span, Fn&& fn)
-{
-	RunCursor at = span.start;
-	uint64_t left = span.pages;
-
-	while (left) {
-		const PageRun& run = runs[at.run];
-		uint64_t count = min(left, run.count - at.offset);
-		fn(PageRun{run.first_pfn + at.offset, count, run.flags});
-		left -= count;
-		at.run++;
-		at.offset = 0;
-	}
-}
 
 // The pages of one call that were not acknowledged, and why. Messages go out in the order
 // of the runs, so the pages never sent are one span at the end; the lost ones are whatever

@@ -63,7 +63,7 @@ public:
 
 	// The messages of one call on one queue: what was packed, sent and acknowledged so far.
 	// Only the messenger changes it; a pipeline's owner asks it what it needs to decide when
-	// to allocate and when to wait.
+	// to allocate and when to wait, and waits through Messenger::wait().
 	class Outbox
 	{
 	public:
@@ -87,18 +87,17 @@ public:
 
 	private:
 		friend Messenger;
-		Outbox(QueueKind kind, const PageRun* page_runs, unsigned page_shift, uint32_t usable_mask)
-			: queue(kind), runs(page_runs), pfn_packer(page_runs, 0, page_shift),
-			  chunk_packer(page_runs, 0, page_shift), slot_mask(usable_mask)
+		Outbox(QueueKind kind, const PageRun* page_runs, uint32_t usable_mask)
+		    : queue(kind), runs(page_runs), slot_mask(usable_mask)
 		{
 		}
 		QueueKind queue;
 		const PageRun* runs;
 		size_t run_count = 0;
 		uint64_t total_pages = 0; // guest pages in runs[0, run_count)
-		PfnPacker pfn_packer;
-		ChunkPacker chunk_packer;
-		RunCursor packed_end; // where the next message starts
+		// Where the next message starts: the one cursor over the runs, which the packers
+		// move; a message's span starts where it was.
+		RunCursor packed_end;
 		uint64_t sent_pages = 0;         // guest pages of messages the queue took
 		uint64_t acknowledged_pages = 0; // guest pages of messages the device returned
 		uint32_t slot_mask;          // the message slots this outbox may use
@@ -108,12 +107,8 @@ public:
 		bool device_gone = false;
 		RunSpan lost[kMessagesInFlightMax];
 		uint32_t lost_count = 0;
-	};
-
-	// A buffer the device returned, or none: the device is gone.
-	struct Returned {
-		void* token = nullptr;
-		uint32_t len = 0;
+		void* returned_token = nullptr; // what wait() brought back, not yet taken
+		uint32_t returned_len = 0;
 	};
 
 	Messenger(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
@@ -162,40 +157,29 @@ public:
 	// none: not yet (without wait), or never (the device is gone; in-flight messages lost).
 	template <class OnAcknowledged>
 	bool collect(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits, bool wait);
-	// Takes every buffer the device has returned so far, without waiting.
+	// Takes every buffer the device has returned so far, without waiting: first the one
+	// wait() brought back, if any.
 	template <class OnAcknowledged>
 	void collect_returned(Outbox& box, OnAcknowledged& on_acknowledged, InitialisedBits bits)
 	{
+		if (void* token = box.returned_token) {
+			box.returned_token = nullptr;
+			take(box, token, box.returned_len, on_acknowledged, bits);
+		}
 		while (box.in_flight() && collect(box, on_acknowledged, bits, false)) {
 		}
 	}
-	// Waits for the device to return one of `box`'s messages: the pipeline's owner calls
-	// it without the lock, and hands what came back to take() once it holds the lock again.
-	Returned wait(const Outbox& box)
+	// Waits for the device to return one of `box`'s messages (some are in flight). The
+	// pipeline's owner calls it without the lock: the buffer that came back waits in the
+	// outbox for collect_returned(), under the lock. When none comes back the device is
+	// gone, and every message in flight is lost (only the outbox and the message slots it
+	// holds are touched, which no other call uses meanwhile).
+	void wait(Outbox& box)
 	{
-		Returned returned;
-		returned.token = os_.queue_wait_used(box.queue, &returned.len);
-		return returned;
-	}
-	// What wait() brought back: taken, or, when nothing came back, every message in
-	// flight lost.
-	template <class OnAcknowledged>
-	void take(Outbox& box, Returned returned, OnAcknowledged& on_acknowledged,
-		  InitialisedBits bits)
-	{
-		if (returned.token)
-			take(box, returned.token, returned.len, on_acknowledged, bits);
-		else
+		box.returned_token = os_.queue_wait_used(box.queue, &box.returned_len);
+		if (!box.returned_token)
 			lose_in_flight(box);
 	}
-	// The device returned `token` (which the caller waited for without the lock), having
-	// written `len` bytes into it.
-	template <class OnAcknowledged>
-	void take(Outbox& box, void* token, uint32_t len, OnAcknowledged& on_acknowledged,
-		  InitialisedBits bits);
-	// The OS gave up on the queue (device reset or removal): nothing in flight will come
-	// back, and the host will not say what it did with it.
-	void lose_in_flight(Outbox& box);
 	// The caller is about to let go of the lock with `box`'s messages in flight: its slots
 	// stay its own, and it owns inflateq, until close_pipeline().
 	void park(const Outbox& box) { pipeline_held_mask_ = box.held_mask(); }
@@ -252,11 +236,15 @@ private:
 	}
 	// A message that can never fit is never tried: no chain is longer than its ring.
 	void open(Outbox& box) { box.unfit = descriptors_per_message(box.queue, 1) > ring_size(box.queue); }
-	bool all_packed(const Outbox& box) const
-	{
-		return chunked() ? box.chunk_packer.done() : box.pfn_packer.done();
-	}
+	static bool all_packed(const Outbox& box) { return box.packed_end.run == box.run_count; }
 	[[nodiscard]] HostReply close(Outbox& box);
+	// The device returned `token`, having written `len` bytes into it.
+	template <class OnAcknowledged>
+	void take(Outbox& box, void* token, uint32_t len, OnAcknowledged& on_acknowledged,
+		  InitialisedBits bits);
+	// The OS gave up on the queue (device reset or removal): nothing in flight will come
+	// back, and the host will not say what it did with it.
+	void lose_in_flight(Outbox& box);
 	void pack_message(Message& message, Outbox& box);
 	bool add_message(QueueKind queue, Message& message);
 	int slot_of(const void* token, uint32_t in_flight_mask) const;
@@ -294,7 +282,7 @@ template <class OnAcknowledged>
 HostReply Messenger<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t run_count,
 				   OnAcknowledged&& on_acknowledged, InitialisedBits bits)
 {
-	Outbox box(queue, runs, page_shift_, free_slot_mask());
+	Outbox box(queue, runs, free_slot_mask());
 	VB_INVARIANT(box.slot_mask != 0);
 	open(box);
 	extend(box, run_count);
@@ -311,7 +299,7 @@ HostReply Messenger<Os>::tell_host(QueueKind queue, const PageRun* runs, size_t 
 template <BalloonOs Os>
 typename Messenger<Os>::Outbox Messenger<Os>::open_pipeline(QueueKind queue, const PageRun* runs)
 {
-	Outbox box(queue, runs, page_shift_, kPipelineSlotMask);
+	Outbox box(queue, runs, kPipelineSlotMask);
 	open(box);
 	return box;
 }
@@ -321,8 +309,6 @@ template <BalloonOs Os> void Messenger<Os>::extend(Outbox& box, size_t run_count
 	for (size_t i = box.run_count; i < run_count; i++)
 		box.total_pages += box.runs[i].count;
 	box.run_count = run_count;
-	box.pfn_packer.extend(run_count);
-	box.chunk_packer.extend(run_count);
 }
 
 template <BalloonOs Os>
@@ -424,7 +410,8 @@ template <BalloonOs Os> HostReply Messenger<Os>::close(Outbox& box)
 	for (uint32_t i = 0; i < box.lost_count; i++)
 		reply.lost[reply.lost_count++] = box.lost[i];
 	// Messages go out in the order of the runs: what was not sent is one span at the end.
-	reply.never_sent = {advance(box.runs, {}, box.sent_pages), box.total_pages - box.sent_pages};
+	reply.never_sent = {RunCursor::at(box.runs, box.sent_pages),
+			    box.total_pages - box.sent_pages};
 	if (reply.never_sent.pages && !reply.device_gone)
 		reply.refused = true;
 	// Every page in exactly one outcome: acknowledged, lost or never sent (only a mutant
@@ -474,13 +461,18 @@ template <BalloonOs Os> int Messenger<Os>::slot_of(const void* token, uint32_t i
 	return -1;
 }
 
+// Packs the next message from where the last one ended; the packer moves the outbox's
+// cursor past it.
 template <BalloonOs Os> void Messenger<Os>::pack_message(Message& message, Outbox& box)
 {
+	const RunCursor start = box.packed_end;
 	uint64_t pages = 0;
 
 	if (chunked()) {
 		const uint32_t capacity = chunks_per_message(box.queue);
-		message.count = box.chunk_packer.pack(message.chunks, capacity);
+		ChunkPacker packer(box.runs, box.run_count, page_shift_, box.packed_end);
+		message.count = packer.pack(message.chunks, capacity);
+		box.packed_end = packer.position();
 		for (uint32_t i = 0; i < message.count; i++)
 			pages += message.chunks[i].len >> page_shift_;
 		// A trailing range that names nothing, or the first page again.
@@ -491,11 +483,12 @@ template <BalloonOs Os> void Messenger<Os>::pack_message(Message& message, Outbo
 			message.chunks[message.count++] = {message.chunks[0].phys_addr,
 							   1u << page_shift_};
 	} else {
-		message.count = box.pfn_packer.pack(message.wire_pfns, kWirePagesPerMessage);
+		PfnPacker packer(box.runs, box.run_count, page_shift_, box.packed_end);
+		message.count = packer.pack(message.wire_pfns, kWirePagesPerMessage);
+		box.packed_end = packer.position();
 		pages = message.count / wire_pages_per_page_;
 	}
-	message.span = {box.packed_end, pages};
-	box.packed_end = advance(box.runs, box.packed_end, pages);
+	message.span = {start, pages};
 }
 
 template <BalloonOs Os> bool Messenger<Os>::add_message(QueueKind queue, Message& message)

@@ -143,12 +143,29 @@ private:
 		PageRun blocks[kUnreachableHeld];
 		size_t count = 0;
 	};
-	size_t allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
-			     uint64_t* allocated, bool* short_of_pages);
+	// One inflate step as it goes: its outbox over inflate_runs_, the pages allocated
+	// into inflate_runs_[0, run_count) and those the host acknowledged so far.
+	struct InflateStep {
+		Outbox box;
+		uint64_t wanted_pages;
+		bool guest_initialises; // the guest writes each page before the host sees it
+		bool awaits_acks;	// pages join the balloon as the host acknowledges them
+		size_t run_count = 0;
+		uint64_t allocated = 0;
+		uint64_t acknowledged_pages = 0;
+		unsigned batches = 0;
+		bool allocating = true;
+		bool short_of_pages = false;
+		HeldBlocks unreachable{};
+	};
+	bool guest_initialises_inflated() const;
+	bool allocate_batch(InflateStep& step);
+	uint64_t allocate_runs(InflateStep& step, uint64_t wanted_pages);
 	size_t fold_last_run(size_t first_run, size_t run_count);
 	uint64_t batch_pages(unsigned batch_index) const;
 	uint64_t pages_below_target(uint64_t on_their_way) const;
-	bool close_inflate(Outbox& box, uint64_t allocated, uint64_t acknowledged_pages);
+	void exchange(InflateStep& step);
+	bool close_inflate(InflateStep& step);
 	void keep_inflated(PageRun run);
 
 	// Deflate (page_balloon_deflate.h).

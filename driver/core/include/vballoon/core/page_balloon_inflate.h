@@ -9,22 +9,108 @@
 
 namespace vb {
 
-// Appends up to `wanted_pages` pages to inflate_runs_ from `first_run` on (the runs before
-// it are already with the host and stay as they are), trying 2^max_chunk_order_ blocks
-// first and smaller ones as the larger run out, and returns the new run count; `allocated`
-// says how many pages it added. The allocator is never pushed: a failed order is not
-// retried in this call, and running out of order-0 pages ends the step.
-template <BalloonOs Os>
-size_t PageBalloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
-				  uint64_t* allocated, bool* short_of_pages)
+// One step, as a pipeline: the guest allocates a batch, puts its messages on the ring and
+// kicks, and allocates the next batch while the host discards the ones before; whenever it
+// comes back for the lock it puts the pages of the messages the host has returned
+// meanwhile on the balloon list (exchange()). Once a batch waits for a free message slot
+// it waits for the host instead, without the lock.
+//
+// The lock is held only to send, collect acknowledgements and keep the books, never while
+// allocating (as in Linux: the OOM notifier must not wait behind an allocator that is
+// looking for memory) nor while waiting for the host. In between, messages are in flight;
+// what may run then, and why nothing is lost (docs/design.md, "Pipelined inflate"):
+// - a deflate from the OOM notifier: it sends on deflateq, takes only pages already on
+//   the balloon list (acknowledged ones), and uses message slots the inflate does not
+//   hold (the messenger gives a pipeline at most kPipelineSlotMask, four of the five, so
+//   one is free);
+// - migration: refused while the inflate owns inflateq (pipeline_holds_inflateq()), as when
+//   the lock is busy; compaction tries again later;
+// - hinting and reporting use their own queues and never this lock.
+// A page joins the balloon list and `actual` only once its message is acknowledged; never
+// sent pages go back to the guest, lost ones stay until a reset (host_reply.h).
+template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire_pages)
 {
-	size_t run_count = first_run;
-	unsigned order = max_chunk_order_;
+	InflateStep step = {messenger_.open_pipeline(QueueKind::kInflate, inflate_runs_),
+			    wanted_wire_pages / wire_pages_per_page_, guest_initialises_inflated(),
+			    rules::inflated_pages_wait_for_ack()};
 
-	*allocated = 0;
-	*short_of_pages = false;
-	while (*allocated < wanted_pages) {
-		uint64_t left = wanted_pages - *allocated;
+	for (;;) {
+		if (allocate_batch(step)) {
+			exchange(step);
+			continue;
+		}
+		if (!step.box.in_flight() || !step.awaits_acks)
+			break;
+		// Everything allocated is on the ring or waits for room on it: wait for the
+		// host, without the lock.
+		messenger_.wait(step.box);
+		exchange(step);
+	}
+
+	const bool all_acknowledged = !step.allocated || close_inflate(step);
+	for (size_t i = 0; i < step.unreachable.count; i++)
+		os_.free_page_run(step.unreachable.blocks[i]);
+	if (step.short_of_pages)
+		counters_.alloc_failures.add(1);
+	// Out of pages, or the host did not take what it was sent: retry later rather than
+	// spin on a queue that refuses.
+	if (step.short_of_pages || !all_acknowledged)
+		return StepResult::kStalled;
+	return StepResult::kMoreWork;
+}
+
+// The guest initialises the pages it inflates (GuestTraits::initialise_before_inflate),
+// before they go out, unless the device promises to (bit 7 or 21).
+template <BalloonOs Os> bool PageBalloon<Os>::guest_initialises_inflated() const
+{
+	return traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE) &&
+	       !negotiated(VB_F_DEVICE_INIT_ON_INFLATE) && rules::inflating_pages_untouched();
+}
+
+// Without the lock: the next batch, once everything allocated so far is on the ring, at
+// most batch_pages() and never beyond what the target still wants. Returns whether it
+// allocated any pages; the step allocates no more once the allocator runs short, the
+// target is reached or a batch comes back empty.
+template <BalloonOs Os> bool PageBalloon<Os>::allocate_batch(InflateStep& step)
+{
+	if (!step.allocating || step.allocated >= step.wanted_pages ||
+	    step.run_count >= kRunsPerStep || !step.box.all_sent())
+		return false;
+	uint64_t batch = min(batch_pages(step.batches++), step.wanted_pages - step.allocated);
+	if (step.allocated) { // the host may lower the target while a step runs
+		batch = min(batch, pages_below_target(step.allocated - step.acknowledged_pages));
+		step.allocating = batch != 0;
+	}
+	if (!batch)
+		return false;
+	const size_t first_run = step.run_count;
+	const uint64_t allocated = allocate_runs(step, batch);
+	step.allocated += allocated;
+	if (step.short_of_pages || !allocated)
+		step.allocating = false;
+	if (step.guest_initialises) {
+		for (size_t i = first_run; i < step.run_count; i++)
+			os_.initialise_pages(inflate_runs_[i]);
+	}
+	return allocated != 0;
+}
+
+// Appends up to `wanted_pages` pages to inflate_runs_ after the step's runs (those are
+// already with the host and stay as they are), trying 2^max_chunk_order_ blocks first and
+// smaller ones as the larger run out, and returns how many it added. The allocator is never
+// pushed: a failed order is not retried in this call, and running out of order-0 pages (or
+// of room for unreachable blocks) leaves the step short of pages.
+template <BalloonOs Os>
+uint64_t PageBalloon<Os>::allocate_runs(InflateStep& step, uint64_t wanted_pages)
+{
+	const size_t first_run = step.run_count;
+	size_t& run_count = step.run_count;
+	HeldBlocks& unreachable = step.unreachable;
+	unsigned order = max_chunk_order_;
+	uint64_t allocated = 0;
+
+	while (allocated < wanted_pages) {
+		uint64_t left = wanted_pages - allocated;
 		uint64_t pfn;
 
 		while (order > 0 && (1ull << order) > left)
@@ -34,7 +120,7 @@ size_t PageBalloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, H
 		const Reclaim reclaim = order == 0 ? Reclaim::kLight : Reclaim::kNone;
 		if (!os_.alloc_pages(order, PageUse::kBalloon, reclaim, &pfn)) {
 			if (order == 0) {
-				*short_of_pages = true;
+				step.short_of_pages = true;
 				break;
 			}
 			order--;
@@ -45,9 +131,9 @@ size_t PageBalloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, H
 			// Held aside until the step ends, so the allocator does not hand the same
 			// blocks straight back.
 			counters_.unreachable_pages.add(block.count * wire_pages_per_page_);
-			unreachable->blocks[unreachable->count++] = block;
-			if (unreachable->count == kUnreachableHeld) {
-				*short_of_pages = true;
+			unreachable.blocks[unreachable.count++] = block;
+			if (unreachable.count == kUnreachableHeld) {
+				step.short_of_pages = true;
 				break;
 			}
 			continue;
@@ -67,9 +153,9 @@ size_t PageBalloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, H
 			os_.free_page_run(block);
 			break;
 		}
-		*allocated += block.count;
+		allocated += block.count;
 	}
-	return run_count;
+	return allocated;
 }
 
 // A buddy allocator hands out the two halves of a split block one after the other, and
@@ -111,114 +197,6 @@ template <BalloonOs Os> uint64_t PageBalloon<Os>::batch_pages(unsigned batch_ind
 	return max<uint64_t>(wire_pages / wire_pages_per_page_, 1ull << max_chunk_order_);
 }
 
-// One step, as a pipeline: the guest allocates a batch, puts its messages on the ring and
-// kicks, and allocates the next batch while the host discards the ones before; whenever it
-// comes back for the lock it puts the pages of the messages the host has returned
-// meanwhile on the balloon list. Once a batch waits for a free message slot it waits for
-// the host instead, without the lock.
-//
-// The lock is held only to send, collect acknowledgements and keep the books, never while
-// allocating (as in Linux: the OOM notifier must not wait behind an allocator that is
-// looking for memory) nor while waiting for the host. In between, messages are in flight;
-// what may run then, and why nothing is lost (docs/design.md, "Pipelined inflate"):
-// - a deflate from the OOM notifier: it sends on deflateq, takes only pages already on
-//   the balloon list (acknowledged ones), and uses message slots the inflate does not
-//   hold (the messenger gives a pipeline at most kPipelineSlotMask, four of the five, so
-//   one is free);
-// - migration: refused while the inflate owns inflateq (pipeline_holds_inflateq()), as when
-//   the lock is busy; compaction tries again later;
-// - hinting and reporting use their own queues and never this lock.
-// A page joins the balloon list and `actual` only once its message is acknowledged; never
-// sent pages go back to the guest, lost ones stay until a reset (host_reply.h).
-template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire_pages)
-{
-	const uint64_t wanted_pages = wanted_wire_pages / wire_pages_per_page_;
-	const bool guest_initialises =
-		traits_.initialise_before_inflate && !negotiated(VB_F_X_INIT_ON_INFLATE) &&
-		!negotiated(VB_F_DEVICE_INIT_ON_INFLATE) && rules::inflating_pages_untouched();
-	const bool awaits_acks = rules::inflated_pages_wait_for_ack();
-	// Pages join the balloon list as the host acknowledges them, under the lock: deflate
-	// and compaction never see a page the host has not taken.
-	uint64_t acknowledged_pages = 0;
-	auto acknowledged = [this, &acknowledged_pages](PageRun run) {
-		keep_inflated(run);
-		acknowledged_pages += run.count;
-	};
-	Outbox box = messenger_.open_pipeline(QueueKind::kInflate, inflate_runs_);
-	HeldBlocks unreachable;
-	uint64_t allocated = 0;
-	size_t run_count = 0;
-	bool allocating = true;
-	bool short_of_pages = false;
-	unsigned batches = 0;
-
-	// Under the lock: collect what the host returned, send what is allocated, and say
-	// whether allocating more still makes sense.
-	auto exchange = [&] {
-		messenger_.extend(box, run_count);
-		if (awaits_acks)
-			messenger_.collect_returned(box, acknowledged, InitialisedBits::kRecord);
-		messenger_.push(box, acknowledged);
-		if (box.blocked())
-			allocating = false;
-		messenger_.park(box);
-	};
-
-	for (;;) {
-		// The next batch, once everything allocated so far is on the ring.
-		uint64_t batch = 0;
-		if (allocating && allocated < wanted_pages && run_count < kRunsPerStep &&
-		    box.all_sent()) {
-			batch = min(batch_pages(batches++), wanted_pages - allocated);
-			if (allocated) { // the host may lower the target while a step runs
-				batch = min(batch,
-					    pages_below_target(allocated - acknowledged_pages));
-				allocating = batch != 0;
-			}
-		}
-		if (batch) {
-			const size_t first_run = run_count;
-			uint64_t batch_allocated;
-			run_count = allocate_runs(first_run, batch, &unreachable, &batch_allocated,
-						  &short_of_pages);
-			allocated += batch_allocated;
-			if (short_of_pages || !batch_allocated)
-				allocating = false;
-			if (guest_initialises) {
-				for (size_t i = first_run; i < run_count; i++)
-					os_.initialise_pages(inflate_runs_[i]);
-			}
-			if (batch_allocated) {
-				os_.lock();
-				exchange();
-				os_.unlock();
-				continue;
-			}
-		}
-		if (!box.in_flight() || !awaits_acks)
-			break;
-		// Everything allocated is on the ring or waits for room on it: wait for the
-		// host, without the lock.
-		const auto returned = messenger_.wait(box);
-		os_.lock();
-		messenger_.take(box, returned, acknowledged, InitialisedBits::kRecord);
-		exchange();
-		os_.unlock();
-	}
-
-	const bool all_acknowledged =
-		!allocated || close_inflate(box, allocated, acknowledged_pages);
-	for (size_t i = 0; i < unreachable.count; i++)
-		os_.free_page_run(unreachable.blocks[i]);
-	if (short_of_pages)
-		counters_.alloc_failures.add(1);
-	// Out of pages, or the host did not take what it was sent: retry later rather than
-	// spin on a queue that refuses.
-	if (short_of_pages || !all_acknowledged)
-		return StepResult::kStalled;
-	return StepResult::kMoreWork;
-}
-
 // Guest pages the target still wants beyond those ballooned and `on_their_way` to the host
 // (sent or allocated, not yet acknowledged): the target is read again, the host may have
 // lowered it.
@@ -229,14 +207,38 @@ template <BalloonOs Os> uint64_t PageBalloon<Os>::pages_below_target(uint64_t on
 	return target > committed ? (target - committed) / wire_pages_per_page_ : 0;
 }
 
-// The end of a step that allocated `allocated` pages: what the host did not acknowledge
-// goes where its outcome says, and `actual` is brought up to date. Returns whether the
-// host acknowledged every page sent.
-template <BalloonOs Os>
-bool PageBalloon<Os>::close_inflate(Outbox& box, uint64_t allocated, uint64_t acknowledged_pages)
+// Under the lock, each time the inflate comes back for it: hand the outbox the runs
+// allocated since, put the pages of the messages the host returned on the balloon list
+// (first the one wait() brought back), send what fits, stop allocating once nothing more
+// will go out (no message fits the ring, the queue refused, the device is gone), and park
+// the pipeline before the lock goes again.
+template <BalloonOs Os> void PageBalloon<Os>::exchange(InflateStep& step)
+{
+	// Pages join the balloon list as the host acknowledges them, under the lock: deflate
+	// and compaction never see a page the host has not taken.
+	auto acknowledged = [this, &step](PageRun run) {
+		keep_inflated(run);
+		step.acknowledged_pages += run.count;
+	};
+
+	os_.lock();
+	messenger_.extend(step.box, step.run_count);
+	if (step.awaits_acks)
+		messenger_.collect_returned(step.box, acknowledged, InitialisedBits::kRecord);
+	messenger_.push(step.box, acknowledged);
+	if (step.box.blocked())
+		step.allocating = false;
+	messenger_.park(step.box);
+	os_.unlock();
+}
+
+// The end of a step that allocated pages: what the host did not acknowledge goes where its
+// outcome says, and `actual` is brought up to date. Returns whether the host acknowledged
+// every page sent.
+template <BalloonOs Os> bool PageBalloon<Os>::close_inflate(InflateStep& step)
 {
 	os_.lock();
-	HostReply reply = messenger_.close_pipeline(box);
+	HostReply reply = messenger_.close_pipeline(step.box);
 	uint64_t unacknowledged_pages = 0;
 	reply.for_each_unacknowledged(inflate_runs_, [&](PageRun run, MessageOutcome outcome) {
 		if (outcome == MessageOutcome::kLost)
@@ -246,8 +248,8 @@ bool PageBalloon<Os>::close_inflate(Outbox& box, uint64_t allocated, uint64_t ac
 		unacknowledged_pages += run.count;
 	});
 	// Every page allocated went to the balloon or back to the guest, once.
-	VB_INVARIANT(box.pages() == allocated);
-	VB_INVARIANT(acknowledged_pages + unacknowledged_pages == allocated);
+	VB_INVARIANT(step.box.pages() == step.allocated);
+	VB_INVARIANT(step.acknowledged_pages + unacknowledged_pages == step.allocated);
 	const bool all_acknowledged = reply.all_acknowledged();
 	update_actual_locked();
 	os_.unlock();
