@@ -46,6 +46,7 @@ import tempfile
 ID_RE = re.compile(r"^BAL-(DRV|DEV|ALL)-([A-Z]+)-(\d{2})$")
 AREAS = {"VQ", "FEAT", "CFG", "INIT", "OP", "STATS", "FPH", "POISON", "FPR", "LEG"}
 AREAS.add("XCH")  # spec/proposals/vb-f-x-chunked.md
+AREAS.add("PRS")  # spec/proposals/vb-f-x-pressure.md
 SIDE_OF_ID = {"DRV": "driver", "DEV": "device", "ALL": "both"}
 LEVELS = ["MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "INFO"]
 NOT_YET = "not yet"

@@ -310,7 +310,9 @@ void BalloonDevice::activate(uint64_t negotiated_features)
 	inflate_.activate(negotiated_features);
 	deflate_.activate(negotiated_features);
 	// Old legacy drivers primed the statsq with an uninitialised buffer.
-	stats_.activate(payload_order(), uses_legacy_interface(options_.legacy, negotiated_features));
+	stats_.activate(payload_order(),
+			uses_legacy_interface(options_.legacy, negotiated_features),
+			(negotiated_features & VB_FEATURE(VB_F_X_PRESSURE)) != 0);
 	if ((negotiated_features & VB_FEATURE(VB_F_STATS_VQ)) &&
 	    options_.stats_polling_interval.count() > 0)
 		transport_.set_timer_interval(options_.stats_polling_interval);

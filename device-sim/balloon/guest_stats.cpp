@@ -9,7 +9,7 @@ namespace vbsim
 {
 
 StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestStats& stats,
-				      ByteOrder order)
+				      ByteOrder order, unsigned known_tags)
 {
 	if (VB_MUTANT(DEV_LEG05_STATS_READ_LITTLE_ENDIAN))
 		order = ByteOrder::kLittle;
@@ -28,7 +28,7 @@ StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestSta
 		std::memcpy(&value_wire, entry + sizeof(tag_wire), sizeof(value_wire));
 		const uint16_t tag = from_wire(tag_wire, order);
 		++outcome.entries;
-		if (tag >= VB_S_NR) {
+		if (tag >= VB_S_NR || tag >= known_tags) {
 			++outcome.unknown_tags;
 			if (VB_MUTANT(DEV_STATS02_STOP_AT_UNKNOWN_TAG))
 				break;

@@ -33,7 +33,7 @@ struct GuestStats {
 
 struct StatsParseOutcome {
 	uint32_t entries = 0;	    // entries read (known or not)
-	uint32_t unknown_tags = 0;  // entries ignored for a tag >= VB_S_NR
+	uint32_t unknown_tags = 0;  // entries ignored for a tag past `known_tags`
 	bool partial_entry = false; // trailing bytes that do not make a whole entry
 };
 
@@ -41,8 +41,11 @@ struct StatsParseOutcome {
 // kStatsEntriesMax entries are looked at; the caller bounds `len`). Does not touch
 // update_count. Tags and values are little-endian, or in the guest's order for a legacy
 // driver ("transitional devices and drivers MUST format the stats in guest-native endian").
+// Tags from `known_tags` on are unknown: VB_S_FIRST_PRESSURE_TAG unless VB_F_X_PRESSURE was
+// negotiated, as for a device that never heard of them.
 StatsParseOutcome parse_stats_entries(const uint8_t* bytes, size_t len, GuestStats& stats,
-				      ByteOrder order = ByteOrder::kLittle);
+				      ByteOrder order = ByteOrder::kLittle,
+				      unsigned known_tags = VB_S_NR);
 
 } // namespace vbsim
 

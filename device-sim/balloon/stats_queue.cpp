@@ -52,8 +52,8 @@ void StatsQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 		counters_.reject(BalloonRejection::kStatsTooManyEntries);
 
 	GuestStats parsed;
-	const StatsParseOutcome outcome =
-		parse_stats_entries(scratch_.data(), scratch_.size(), parsed, entry_order_);
+	const StatsParseOutcome outcome = parse_stats_entries(scratch_.data(), scratch_.size(),
+							      parsed, entry_order_, known_tags_);
 	if (outcome.partial_entry)
 		counters_.reject(BalloonRejection::kStatsPartialEntry);
 	counters_.stats_unknown_tags.fetch_add(outcome.unknown_tags, std::memory_order_relaxed);

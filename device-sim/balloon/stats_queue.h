@@ -42,10 +42,11 @@ public:
 	// ---- Device thread ------------------------------------------------------------------
 	// The driver set DRIVER_OK: how to read its entries, and whether its first buffer is
 	// one to disregard.
-	void activate(ByteOrder entry_order, bool disregard_first_buffer)
+	void activate(ByteOrder entry_order, bool disregard_first_buffer, bool pressure_tags)
 	{
 		entry_order_ = entry_order;
 		disregard_next_ = disregard_first_buffer;
+		known_tags_ = pressure_tags ? VB_S_NR : VB_S_FIRST_PRESSURE_TAG;
 	}
 	// A chain arrived on the statsq: parse it and hold it.
 	void receive(DeviceQueue& queue, const DescriptorChain& chain);
@@ -76,6 +77,7 @@ private:
 	std::optional<uint16_t> held_head_;
 	bool request_pending_ = false;
 	ByteOrder entry_order_ = ByteOrder::kLittle;
+	unsigned known_tags_ = VB_S_FIRST_PRESSURE_TAG; // VB_F_X_PRESSURE adds the rest
 	bool disregard_next_ = false;
 	std::vector<uint8_t> scratch_;
 

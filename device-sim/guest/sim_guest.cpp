@@ -97,6 +97,7 @@ std::string SimGuest::probe()
 	traits.initialise_before_inflate = options_.zero_on_inflate && options_.free_policy.initialise;
 	traits.runs_free_page_hinting = options_.free_page_hinting;
 	traits.runs_page_reporting = options_.page_reporting;
+	traits.runs_pressure_governor = options_.pressure_governor;
 	traits.accept_device_init = options_.device_init;
 	uint64_t ring_features = VB_FEATURE(VB_F_VERSION_1);
 	if (options_.event_idx)

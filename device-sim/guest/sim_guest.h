@@ -51,6 +51,9 @@ struct SimGuestOptions {
 	// reports at most 1/16 of the free blocks (at least one batch of 32) and runs again
 	// while unreported blocks remain. Off by default, like hinting.
 	bool page_reporting = false;
+	// The guest may run the pressure governor: it then accepts VB_F_X_PRESSURE when the
+	// device offers it (and sends the pressure stats tags).
+	bool pressure_governor = false;
 	unsigned report_order = 9; // pageblock order: 2 MiB
 	std::chrono::milliseconds report_delay{2};
 	// No pass runs until release_reporting(). Linux's first pass comes 2 s after the driver

@@ -406,8 +406,10 @@ void SimOs::memory_stats(vb::MemoryStats* stats)
 	*stats = {};
 	stats->present_mask = (1u << VB_S_SWAP_IN) | (1u << VB_S_SWAP_OUT) | (1u << VB_S_MAJFLT) |
 			      (1u << VB_S_MINFLT) | (1u << VB_S_MEMFREE) | (1u << VB_S_MEMTOT) |
-			      (1u << VB_S_AVAIL) | (1u << VB_S_CACHES);
-	// The simulated guest has no swap and no page cache: those are honestly zero.
+			      (1u << VB_S_AVAIL) | (1u << VB_S_CACHES) |
+			      (1u << VB_S_WS_REFAULT_ANON) | (1u << VB_S_WS_REFAULT_FILE);
+	// The simulated guest has no swap and no page cache: those, and refaults, are honestly
+	// zero.
 	stats->value[VB_S_MINFLT] = minor_faults_;
 	stats->value[VB_S_MEMFREE] = counts.free * kPageBytes;
 	stats->value[VB_S_MEMTOT] = static_cast<uint64_t>(managed_pages()) * kPageBytes;

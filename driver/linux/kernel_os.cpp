@@ -195,6 +195,7 @@ vb::GuestTraits to_traits(const vballoon_guest_traits* traits)
 	out.max_alloc_order = traits->max_alloc_order;
 	out.runs_free_page_hinting = traits->runs_free_page_hinting;
 	out.runs_page_reporting = traits->runs_page_reporting;
+	out.runs_pressure_governor = traits->runs_pressure_governor;
 	out.accept_device_init = traits->accept_device_init;
 	return out;
 }

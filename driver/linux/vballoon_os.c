@@ -668,6 +668,20 @@ uint32_t vb_os_memory_stats(struct vballoon_dev *vb, uint64_t *values)
 	values[VB_S_AVAIL] = pages_to_bytes(si_mem_available());
 	values[VB_S_CACHES] = pages_to_bytes(global_node_page_state(NR_FILE_PAGES));
 	mask |= BIT(VB_S_MEMFREE) | BIT(VB_S_MEMTOT) | BIT(VB_S_AVAIL) | BIT(VB_S_CACHES);
+	/*
+	 * Issue 247's tags, which the core sends only with VB_F_X_PRESSURE. Its PSI totals
+	 * (23-26) are left out: psi_system is not exported to modules.
+	 */
+	values[VB_S_DIRTY] = pages_to_bytes(global_node_page_state(NR_FILE_DIRTY));
+	values[VB_S_WRITEBACK] = pages_to_bytes(global_node_page_state(NR_WRITEBACK));
+	values[VB_S_ANON] = pages_to_bytes(global_node_page_state(NR_ANON_MAPPED));
+	values[VB_S_INACTIVE_FILE] = pages_to_bytes(global_node_page_state(NR_INACTIVE_FILE));
+	values[VB_S_SLAB_RECLAIM] =
+		pages_to_bytes(global_node_page_state_pages(NR_SLAB_RECLAIMABLE_B));
+	values[VB_S_WS_REFAULT_ANON] = global_node_page_state(WORKINGSET_REFAULT_ANON);
+	values[VB_S_WS_REFAULT_FILE] = global_node_page_state(WORKINGSET_REFAULT_FILE);
+	mask |= BIT(VB_S_DIRTY) | BIT(VB_S_WRITEBACK) | BIT(VB_S_ANON) | BIT(VB_S_INACTIVE_FILE) |
+		BIT(VB_S_SLAB_RECLAIM) | BIT(VB_S_WS_REFAULT_ANON) | BIT(VB_S_WS_REFAULT_FILE);
 	return mask;
 }
 

@@ -82,6 +82,7 @@ struct vballoon_guest_traits {
 	bool runs_free_page_hinting;
 	/* The glue registers with the kernel's page_reporting (CONFIG_PAGE_REPORTING). */
 	bool runs_page_reporting;
+	bool runs_pressure_governor;
 	/* The device_init module parameter: bits 6 and 7 may be taken. */
 	bool accept_device_init;
 };

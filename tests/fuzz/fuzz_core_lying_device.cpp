@@ -396,13 +396,17 @@ LyingOsConfig read_config(FuzzInput& in)
 	config.traits.initialise_before_inflate = traits & 2;
 	config.traits.free_page_pattern = traits & 4 ? 0xaaaaaaaau : 0;
 	config.traits.accept_device_init = traits & 8; // bit 7 then replaces bit 21
+	config.traits.runs_pressure_governor = traits & 16; // VB_F_X_PRESSURE may be taken
 	config.traits.max_alloc_order = in.u8() % (vbsim::BuddyAllocator::kMaxOrder + 1);
 	// What the device offers; the driver takes what it can use, as a real one would.
 	config.features = vb::accept_features(in.u64(), config.traits);
 	for (uint32_t& size : config.queue_sizes)
 		size = 1u << (in.u8() % 11);
 	config.indirect = in.boolean();
-	config.stats_present_mask = in.u16();
+	// The 16 bits read name Linux's tags; VB_F_X_PRESSURE's (16 and up) mirror them, so the
+	// OS offers those too without changing how older inputs decode.
+	const uint32_t linux_tags = in.u16();
+	config.stats_present_mask = (linux_tags | linux_tags << 16) & ((1u << VB_S_NR) - 1);
 	FUZZ_TRACE(
 		"config: %u-byte pages, %llu pages at %#llx, traits need-pattern %d init-before %d "
 		"pattern %#x max-order %u, features %#llx, rings %u/%u/%u, indirect %d, stats "

@@ -769,6 +769,8 @@ private:
 			std::memcpy(&value, bytes + i * VB_STAT_ENTRY_BYTES + 2, 8);
 			FUZZ_CHECK(tag < VB_S_NR && static_cast<int>(tag) > last_tag,
 				   "stats tags out of order: %u after %d", tag, last_tag);
+			FUZZ_CHECK(tag < VB_S_FIRST_PRESSURE_TAG || has_feature(VB_F_X_PRESSURE),
+				   "stats tag %u without VB_F_X_PRESSURE", tag);
 			last_tag = tag;
 			tags |= 1u << tag;
 			uint64_t expected =

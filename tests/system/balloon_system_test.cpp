@@ -191,6 +191,31 @@ TEST(Stats, ReportTheGuestsMemoryWithTheSameTagsEveryTime)
 	EXPECT_EQ(machine.device.counters().stats_extra_buffers.load(), 0u) << "one buffer at a time";
 }
 
+// VB_F_X_PRESSURE's tags (spec/proposals/vb-f-x-pressure.md) reach a device that asked
+// for them, and no other: a device that did not would count them as unknown, as
+// Firecracker's stats endpoint did Linux 6.12's new tags.
+TEST(Stats, PressureTagsOnlyToADeviceThatNegotiatedThem)
+{
+	for (const bool offered : {false, true}) {
+		MachineOptions options = with_profile(vbsim::full_profile());
+		if (offered)
+			options.device.profile.offered_features |= VB_FEATURE(VB_F_X_PRESSURE);
+		options.guest.pressure_governor = true;
+		Machine machine(options);
+		machine.boot();
+		EXPECT_EQ(machine.device.transport().driver_features() &
+				  VB_FEATURE(VB_F_X_PRESSURE),
+			  offered ? VB_FEATURE(VB_F_X_PRESSURE) : 0u);
+		machine.device.request_stats();
+		ASSERT_TRUE(machine.device.wait_for_stats_update(1, kSettleTimeout));
+		const vbsim::GuestStats stats = machine.device.last_stats();
+		EXPECT_EQ(machine.device.counters().stats_unknown_tags.load(), 0u) << offered;
+		EXPECT_EQ(stats.has(VB_S_WS_REFAULT_ANON), offered);
+		EXPECT_EQ(stats.has(VB_S_WS_REFAULT_FILE), offered);
+		EXPECT_TRUE(stats.has(VB_S_MEMFREE));
+	}
+}
+
 TEST(Stats, DevicePollingKeepsThemFresh)
 {
 	MachineOptions options = with_profile(vbsim::qemu_7_2_profile());

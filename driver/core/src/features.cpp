@@ -11,7 +11,8 @@ uint64_t driver_supported_features()
 	       VB_FEATURE(VB_F_DEFLATE_ON_OOM) | VB_FEATURE(VB_F_PAGE_POISON) |
 	       VB_FEATURE(VB_F_FREE_PAGE_HINT) | VB_FEATURE(VB_F_PAGE_REPORTING) |
 	       VB_FEATURE(VB_F_X_CHUNKED) | VB_FEATURE(VB_F_X_INIT_ON_INFLATE) |
-	       VB_FEATURE(VB_F_DEVICE_INIT_REPORTED) | VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
+	       VB_FEATURE(VB_F_X_PRESSURE) | VB_FEATURE(VB_F_DEVICE_INIT_REPORTED) |
+	       VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE);
 }
 
 uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
@@ -45,6 +46,10 @@ uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
 		accepted &= ~VB_FEATURE(VB_F_FREE_PAGE_HINT);
 	if (!traits.runs_page_reporting)
 		accepted &= ~VB_FEATURE(VB_F_PAGE_REPORTING);
+	// VB_F_X_PRESSURE tells the device the guest may stop short of its target: only true
+	// of a guest whose OS runs the pressure governor.
+	if (!traits.runs_pressure_governor && !VB_MUTANT(PRS01_PRESSURE_WITHOUT_GOVERNOR))
+		accepted &= ~VB_FEATURE(VB_F_X_PRESSURE);
 	// A guest whose free pages must keep a pattern may let the device discard them only
 	// when the device was told the pattern (Linux's virtballoon_validate()).
 	if (traits.freed_pages_need_pattern && !has_feature(accepted, VB_F_PAGE_POISON) &&

@@ -36,7 +36,7 @@
  * Linux branches). Bit 6 is also claimed by working-set reporting and by a Firecracker
  * fork's HINT_WAIT_ON_ACK, so a driver takes these bits only when told to (the module's
  * device_init parameter); bit 8 is claimed by working-set reporting in crosvm. Our own
- * experimental extensions live at 20-22: device-specific (the spec gives devices bits
+ * experimental extensions live at 20-23: device-specific (the spec gives devices bits
  * 0-23), far from the proposals. See spec/experimental.md for their wire format.
  */
 #define VB_F_DEVICE_INIT_REPORTED 6u   /* used length of a report: bytes the device zeroed */
@@ -44,6 +44,7 @@
 #define VB_F_X_CHUNKED 20u            /* inflate/deflate carry {address, length} chunks */
 #define VB_F_X_INIT_ON_INFLATE 21u    /* discarded pages read back as zero (or poison_val) */
 #define VB_F_X_INIT_REPORTED 22u      /* reported pages read back as zero (or poison_val) */
+#define VB_F_X_PRESSURE 23u	      /* inflate paced by guest pressure; pressure stats */
 
 /* Transport/ring bits the balloon cares about. */
 #define VB_F_RING_INDIRECT_DESC 28u
@@ -116,7 +117,29 @@
 #define VB_S_DIRECT_SCAN 13u   /* bytes */
 #define VB_S_ASYNC_RECLAIM 14u /* bytes */
 #define VB_S_DIRECT_RECLAIM 15u /* bytes */
-#define VB_S_NR 16u
+/*
+ * Tags 16-26 as virtio-spec issue 247 proposes them (unmerged); sent only with
+ * VB_F_X_PRESSURE (spec/proposals/vb-f-x-pressure.md), since some devices reject tags they
+ * do not know (Firecracker's stats endpoint broke on Linux 6.12's 10-15).
+ */
+#define VB_S_DIRTY 16u		 /* bytes */
+#define VB_S_WRITEBACK 17u	 /* bytes */
+#define VB_S_ANON 18u		 /* bytes */
+#define VB_S_INACTIVE_FILE 19u	 /* bytes */
+#define VB_S_SLAB_RECLAIM 20u	 /* bytes */
+#define VB_S_WS_REFAULT_ANON 21u /* count */
+#define VB_S_WS_REFAULT_FILE 22u /* count */
+#define VB_S_PSI_MEM_SOME 23u	 /* microseconds */
+#define VB_S_PSI_MEM_FULL 24u	 /* microseconds */
+#define VB_S_PSI_IO_SOME 25u	 /* microseconds */
+#define VB_S_PSI_IO_FULL 26u	 /* microseconds */
+/* Ours, after issue 247's, with VB_F_X_PRESSURE: what the pressure governor did. */
+#define VB_S_X_HELD_BACK 27u  /* bytes: below the target, kept by the guest for now */
+#define VB_S_X_GIVEN_BACK 28u /* bytes: deflated early under pressure, since boot */
+#define VB_S_X_FLOOR 29u      /* bytes: memory the governor leaves the guest */
+/* The first tag VB_F_X_PRESSURE adds; all tags below it are sent without it. */
+#define VB_S_FIRST_PRESSURE_TAG VB_S_DIRTY
+#define VB_S_NR 30u
 
 /*
  * One statistic on the wire: le16 tag, le64 value, packed to 10 bytes. (The spec's

@@ -129,6 +129,9 @@ struct GuestTraits {
 	// The OS runs a free page reporting pass (report_free_pages): the driver may then
 	// accept PAGE_REPORTING.
 	bool runs_page_reporting = false;
+	// The OS may run the pressure governor (calls pressure_tick()): the driver may then
+	// accept VB_F_X_PRESSURE, which tells the device the guest may stop short of its target.
+	bool runs_pressure_governor = false;
 };
 
 // Spelled without <concepts>, which a freestanding kernel build does not have.

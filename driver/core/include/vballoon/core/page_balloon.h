@@ -225,6 +225,10 @@ template <BalloonOs Os> bool PageBalloon<Os>::prepare()
 
 		os_.memory_stats(&stats);
 		stats_tag_mask_ = stats.present_mask & ((1u << VB_S_NR) - 1);
+		// Tags past Linux's own only to a device that asked for them: some devices refuse
+		// a stats buffer with a tag they do not know.
+		if (!negotiated(VB_F_X_PRESSURE) && !VB_MUTANT(PRS02_PRESSURE_TAGS_UNASKED))
+			stats_tag_mask_ &= (1u << VB_S_FIRST_PRESSURE_TAG) - 1;
 		stats_count_ = VB_MUTANT(STATS05_PRIME_EMPTY_BUFFER) ? 0 : fill_stats_entries(stats_, stats, stats_tag_mask_);
 		// Primed with real values: a device may read them before it ever asks.
 		Segment out = {os_.phys_addr(stats_), stats_count_ * VB_STAT_ENTRY_BYTES};
