@@ -30,7 +30,8 @@
  *       wra=<workingset_refault_anon> oom_kill=<n> psi_some=<total us> psi_full=<total us>
  *       avail_kib=<MemAvailable> cache_kib=<Cached + Buffers> end
  * Counters are cumulative; the host takes differences.  psi_* are -1 without PSI.
- * state 2: the worker's pid no longer exists (OOM-killed).
+ * state 2: the worker's pid no longer exists (OOM-killed).  The sampler locks itself in
+ * memory and sets its oom_score_adj to -1000.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -89,7 +90,7 @@ static int work(int argc, char **argv)
 		return 2;
 	const char *file = argv[2];
 	const char *cpath = argv[3];
-	unsigned long file_mib = 1024, anon_mib = 384, read_kib = 4;
+	unsigned long file_mib = 1024, anon_mib = 256, read_kib = 4;
 	int warm = 1, use_pread = 0;
 	for (int i = 4; i < argc; i++) {
 		if (!strcmp(argv[i], "--file-mib") && i + 1 < argc)
@@ -247,6 +248,12 @@ static int sample(int argc, char **argv)
 		return 1;
 	}
 	mlockall(MCL_CURRENT | MCL_FUTURE);
+	int adj = open("/proc/self/oom_score_adj", O_WRONLY); /* the OOM killer spares the sampler */
+	if (adj >= 0) {
+		if (write(adj, "-1000", 5) < 0)
+			perror("vbpress: oom_score_adj");
+		close(adj);
+	}
 	static char vm[16384], psi[512], mi[8192];
 	struct timespec t0, next;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
