@@ -9,7 +9,7 @@
  *   vbpress sample COUNTER OUT
  *
  * work: maps COUNTER (a small file in the guest's tmpfs, created here), then
- *   - maps --anon-mib MiB (default 384) of private anonymous memory (4 KiB pages,
+ *   - maps --anon-mib MiB (default 256) of private anonymous memory (4 KiB pages,
  *     MADV_NOHUGEPAGE, so each page is its own fault) and writes every page;
  *   - unless --no-warm, reads the first --file-mib MiB (default 1024) of FILE sequentially
  *     (1 MiB reads), so the hot file set starts in the page cache;
