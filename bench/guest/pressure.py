@@ -32,7 +32,9 @@ run's baseline (median ops/s of the baseline window), seconds frozen (throughput
 the baseline; a second with no sample at all counts too), major faults/s, allocation
 stalls/s, file refaults/s, PSI memory some/full (% of the step's time), OOM kills, the
 balloon's `actual` (the guest's size, MiB, at the step's end) and QEMU's RSS (MiB, at the
-step's end).  Writes every per-second sample as JSON (--json) and plots throughput and QEMU's
+step's end), and the seconds the workload was not running (OOM-killed, or started again and
+still touching its anonymous set: by default it is started again a second after an OOM
+kill, as a supervised service would be, without re-reading its file set; --no-respawn).  Writes every per-second sample as JSON (--json) and plots throughput and QEMU's
 RSS against time, one line per run, one colour per variant (--plot, PNG).
 
   VBALLOON_KDIR=$KDIR_6_1 VBALLOON_KO=build-kmod/61/vballoon.ko \\
@@ -92,6 +94,7 @@ class Config:
         int(x) for x in DEFAULT_SCHEDULE.split(",")])
     disk_cache: str = "none"
     pread: bool = False
+    respawn: bool = True    # start the worker again (file set not re-warmed) after an OOM kill
 
 
 class BenchError(RuntimeError):
@@ -207,7 +210,10 @@ def run_once(img: guest_image.GuestImage, variant: str, cfg: Config, name: str,
         opts = f"--file-mib {cfg.file_mib} --anon-mib {cfg.anon_mib} --read-kib {cfg.read_kib}"
         if cfg.pread:
             opts += " --pread"
-        vm.sh(f"(vbpress work /dev/vda /tmp/vbp.cnt {opts} </dev/null >/tmp/vbp.work.log 2>&1 &); "
+        work = f"vbpress work /dev/vda /tmp/vbp.cnt {opts} </dev/null >>/tmp/vbp.work.log 2>&1"
+        if cfg.respawn:   # a supervised service: started again after an OOM kill
+            work = f"{work}; while :; do sleep 1; {work} --no-warm; done"
+        vm.sh(f"rm -f /tmp/vbp.cnt; ({work}) </dev/null >/dev/null 2>&1 & "
               "i=0; while [ ! -s /tmp/vbp.cnt ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
               "(vbpress sample /tmp/vbp.cnt /dev/ttyS2 </dev/null >/tmp/vbp.sample.log 2>&1 &)",
               timeout=60)
@@ -266,8 +272,9 @@ def run_once(img: guest_image.GuestImage, variant: str, cfg: Config, name: str,
         console = vm.console_text()
         rec["console_oom_kills"] = len(re.findall(r"Killed process", console))
         rec["console_out_of_puff"] = console.count("Out of puff")
+        # Warnings apart from the OOM killer's reports (which carry a Call Trace).
         rec["console_trouble"] = bool(guestvm.KERNEL_TROUBLE.search(
-            re.sub(r"(?s)oom-kill:.*?Killed process[^\n]*\n", "", console)))
+            re.sub(r"(?s)invoked oom-killer.*?Killed process[^\n]*\n", "", console)))
         try:
             vm.qmp.balloon(cfg.ram_mib * MIB)
         except Exception:
@@ -312,6 +319,7 @@ def per_second(run: dict) -> list[dict]:
             "oom_kills": cur["oom_kill"] - prev["oom_kill"],
             "psi_some_pct": psi("psi_some"), "psi_full_pct": psi("psi_full"),
             "worker": {0: "warming", 1: "running", 2: "gone"}.get(cur["state"], "?"),
+            "worker_starts": cur.get("starts", 1),
             "avail_mib": cur["avail_kib"] // 1024, "cache_mib": cur["cache_kib"] // 1024,
             "actual_mib": h.get("actual_mib"), "rss_mib": h.get("rss_mib"),
         })
@@ -344,6 +352,8 @@ def run_steps(run: dict, secs: list[dict]) -> tuple[float, list[dict]]:
             "refault_file_s": mean("refault_file_s"),
             "psi_some_pct": mean("psi_some_pct"), "psi_full_pct": mean("psi_full_pct"),
             "oom_kills": sum(s["oom_kills"] for s in ss),
+            "worker_restarts": (ss[-1]["worker_starts"] - ss[0]["worker_starts"]) if ss else 0,
+            "worker_not_running_s": sum(1 for s in ss if s["worker"] != "running"),
             "actual_mib": last.get("actual_mib"), "rss_mib": last.get("rss_mib"),
             "rss_min_mib": min((h["rss_mib"] for h in hs), default=None),
         })
@@ -354,7 +364,8 @@ STEP_COLUMNS = [("throughput_rel", "thr/base", "{:.2f}"), ("frozen_s", "frozen s
                 ("majflt_s", "majflt/s", "{:.0f}"), ("allocstall_s", "stall/s", "{:.1f}"),
                 ("refault_file_s", "refault/s", "{:.0f}"),
                 ("psi_some_pct", "PSI some%", "{:.1f}"), ("psi_full_pct", "PSI full%", "{:.1f}"),
-                ("oom_kills", "OOM", "{:.0f}"), ("actual_mib", "actual MiB", "{:.0f}"),
+                ("oom_kills", "OOM", "{:.0f}"), ("worker_not_running_s", "down s", "{:.0f}"),
+                ("actual_mib", "actual MiB", "{:.0f}"),
                 ("rss_mib", "RSS MiB", "{:.0f}")]
 
 
@@ -480,6 +491,8 @@ def main(argv=None) -> int:
     ap.add_argument("--step-s", type=int, default=d.step_s)
     ap.add_argument("--schedule", default=DEFAULT_SCHEDULE,
                     help="guest sizes (MiB) the target steps through after the baseline")
+    ap.add_argument("--no-respawn", action="store_true",
+                    help="do not start the workload again after an OOM kill")
     ap.add_argument("--disk-cache", default=d.disk_cache, choices=("none", "writeback"),
                     help="QEMU's cache mode for the data disk (none: refaults hit the disk)")
     ap.add_argument("--json", help="default <work>/pressure-<time>.json")
@@ -494,7 +507,7 @@ def main(argv=None) -> int:
                  read_kib=args.read_kib, prefill_mib=args.prefill_mib,
                  baseline_s=args.baseline_s, step_s=args.step_s,
                  schedule=[int(x) for x in args.schedule.split(",") if x.strip()],
-                 disk_cache=args.disk_cache, pread=args.pread)
+                 disk_cache=args.disk_cache, pread=args.pread, respawn=not args.no_respawn)
     need_ko = any(VARIANT_PARAMS[v][0] == "vballoon" for v in variants)
     ko = guest_image.default_vballoon_ko() if need_ko else None
     if ko and not os.path.isfile(ko):

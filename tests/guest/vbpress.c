@@ -8,7 +8,8 @@
  *                             [--no-warm]
  *   vbpress sample COUNTER OUT
  *
- * work: maps COUNTER (a small file in the guest's tmpfs, created here), then
+ * work: maps COUNTER (a small file in the guest's tmpfs, created if missing; a worker started
+ * again on it, after an OOM kill, goes on counting and bumps `starts`), then
  *   - maps --anon-mib MiB (default 256) of private anonymous memory (4 KiB pages,
  *     MADV_NOHUGEPAGE, so each page is its own fault) and writes every page;
  *   - unless --no-warm, reads the first --file-mib MiB (default 1024) of FILE sequentially
@@ -25,7 +26,8 @@
  *
  * sample: once a second (absolute CLOCK_MONOTONIC ticks) writes one line to OUT (a serial
  * port the host logs, e.g. /dev/ttyS2):
- *   VBP t=<s> state=<0 warming|1 ready|2 gone> ops=<cumulative> pgmajfault=<n>
+ *   VBP t=<s> state=<0 warming|1 ready|2 gone> starts=<workers started> ops=<cumulative>
+ *       pgmajfault=<n>
  *       allocstall=<sum of allocstall_*> wrf=<workingset_refault_file>
  *       wra=<workingset_refault_anon> oom_kill=<n> psi_some=<total us> psi_full=<total us>
  *       avail_kib=<MemAvailable> cache_kib=<Cached + Buffers> end
@@ -53,11 +55,13 @@ struct counter {
 	volatile uint64_t ops;
 	volatile uint32_t state; /* 0 warming, 1 ready */
 	volatile int32_t pid;
+	volatile uint32_t starts; /* workers started on this counter */
 };
 
 static struct counter *map_counter(const char *path, int create)
 {
-	int fd = open(path, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), 0644);
+	/* An existing counter is kept (a restarted worker goes on counting). */
+	int fd = open(path, O_RDWR | (create ? O_CREAT : 0), 0644);
 	if (fd < 0) {
 		perror("vbpress: open counter");
 		exit(1);
@@ -113,8 +117,9 @@ static int work(int argc, char **argv)
 		return 2;
 	}
 	struct counter *c = map_counter(cpath, 1);
-	c->pid = getpid();
 	c->state = 0;
+	c->pid = getpid();
+	c->starts++;
 
 	size_t anon_bytes = anon_mib * MIB_BYTES;
 	char *anon = mmap(NULL, anon_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
@@ -237,6 +242,20 @@ static long long meminfo_get(const char *text, const char *key)
 	return p ? atoll(p + strlen(key)) : -1;
 }
 
+/* Gone: no such process, or a zombie nobody reaped (an OOM-killed worker whose parent exited
+ * is reparented to the guest's /init, which does not wait for it). */
+static int worker_gone(int pid)
+{
+	char path[64], st[256];
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (slurp(path, st, sizeof(st)) != 0)
+		return 1;
+	const char *p = strrchr(st, ')');
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
 static int sample(int argc, char **argv)
 {
 	if (argc < 4)
@@ -266,7 +285,7 @@ static int sample(int argc, char **argv)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		uint64_t ops = __atomic_load_n(&c->ops, __ATOMIC_RELAXED);
 		int state = c->state;
-		if (c->pid > 0 && kill(c->pid, 0) != 0 && errno == ESRCH)
+		if (worker_gone(c->pid))
 			state = 2;
 		slurp("/proc/vmstat", vm, sizeof(vm));
 		if (slurp("/proc/pressure/memory", psi, sizeof(psi)) != 0)
@@ -274,10 +293,10 @@ static int sample(int argc, char **argv)
 		slurp("/proc/meminfo", mi, sizeof(mi));
 		char line[512];
 		int n = snprintf(line, sizeof(line),
-				 "VBP t=%.3f state=%d ops=%llu pgmajfault=%lld allocstall=%lld "
+				 "VBP t=%.3f state=%d starts=%u ops=%llu pgmajfault=%lld allocstall=%lld "
 				 "wrf=%lld wra=%lld oom_kill=%lld psi_some=%lld psi_full=%lld "
 				 "avail_kib=%lld cache_kib=%lld end\n",
-				 (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9, state,
+				 (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9, state, c->starts,
 				 (unsigned long long)ops, vmstat_get(vm, "pgmajfault"),
 				 vmstat_sum_prefix(vm, "allocstall_"),
 				 vmstat_get(vm, "workingset_refault_file"),
