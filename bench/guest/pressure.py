@@ -140,6 +140,13 @@ def disk_path(work: str, file_mib: int) -> str:
     return path
 
 
+def qemu_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) QEMU has used: all its threads, the TCG vCPU thread first."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def parse_line(line: str) -> dict | None:
     m = LINE_RE.search(line)
     if not m:
@@ -261,7 +268,8 @@ def run_once(img: guest_image.GuestImage, variant: str, cfg: Config, name: str,
                     actual = None
                     progress(f"[{name}] query-balloon failed: {e}")
                 host.append({"t": round(rel, 3), "phase": phase, "target_mib": phases[phase][1],
-                             "actual_mib": actual, "rss_mib": vm.qemu_rss_bytes() // MIB})
+                             "actual_mib": actual, "rss_mib": vm.qemu_rss_bytes() // MIB,
+                             "qemu_cpu_s": round(qemu_cpu_s(vm.pid), 2)})
             vm._check_alive("running the schedule")
             time.sleep(0.2)  # poll interval, bounded by the schedule's end
         tail.poll(time.monotonic())
@@ -306,6 +314,14 @@ def per_second(run: dict) -> list[dict]:
         ph = max(i for i, p in enumerate(phases) if p["start_s"] <= max(t - 0.5, 0))
         hs = [h for h in host if h["t"] <= t]
         h = hs[-1] if hs else (host[0] if host else {})
+        # QEMU's CPU share (% of one host CPU) over the host samples around this second: under
+        # TCG the guest only runs when the host schedules QEMU, so a loaded host lowers the
+        # throughput with no memory pressure at all (read ops_s against it).
+        cpu = None
+        hw = [x for x in host if t - 1.5 <= x["t"] <= t + 0.5 and "qemu_cpu_s" in x]
+        if len(hw) >= 2 and hw[-1]["t"] > hw[0]["t"]:
+            cpu = round((hw[-1]["qemu_cpu_s"] - hw[0]["qemu_cpu_s"]) /
+                        (hw[-1]["t"] - hw[0]["t"]) * 100, 1)
 
         def rate(k):
             return (cur[k] - prev[k]) / dt
@@ -322,6 +338,7 @@ def per_second(run: dict) -> list[dict]:
             "worker_starts": cur.get("starts", 1),
             "avail_mib": cur["avail_kib"] // 1024, "cache_mib": cur["cache_kib"] // 1024,
             "actual_mib": h.get("actual_mib"), "rss_mib": h.get("rss_mib"),
+            "qemu_cpu_pct": cpu,
         })
     return out
 
@@ -351,6 +368,7 @@ def run_steps(run: dict, secs: list[dict]) -> tuple[float, list[dict]]:
             "majflt_s": mean("majflt_s"), "allocstall_s": mean("allocstall_s"),
             "refault_file_s": mean("refault_file_s"),
             "psi_some_pct": mean("psi_some_pct"), "psi_full_pct": mean("psi_full_pct"),
+            "qemu_cpu_pct": mean("qemu_cpu_pct"),
             "oom_kills": sum(s["oom_kills"] for s in ss),
             "worker_restarts": (ss[-1]["worker_starts"] - ss[0]["worker_starts"]) if ss else 0,
             "worker_not_running_s": sum(1 for s in ss if s["worker"] != "running"),
@@ -365,7 +383,7 @@ STEP_COLUMNS = [("throughput_rel", "thr/base", "{:.2f}"), ("frozen_s", "frozen s
                 ("refault_file_s", "refault/s", "{:.0f}"),
                 ("psi_some_pct", "PSI some%", "{:.1f}"), ("psi_full_pct", "PSI full%", "{:.1f}"),
                 ("oom_kills", "OOM", "{:.0f}"), ("worker_not_running_s", "down s", "{:.0f}"),
-                ("actual_mib", "actual MiB", "{:.0f}"),
+                ("actual_mib", "actual MiB", "{:.0f}"), ("qemu_cpu_pct", "QEMU CPU%", "{:.0f}"),
                 ("rss_mib", "RSS MiB", "{:.0f}")]
 
 
@@ -570,7 +588,7 @@ def main(argv=None) -> int:
            "variant_params": {v: VARIANT_PARAMS[v] for v in variants}, "env": env,
            "frozen_fraction": FROZEN_FRACTION, "table": rows, "errors": errors, "runs": runs}
     with open(json_path, "w") as f:
-        json.dump(out, f, indent=1)
+        json.dump(out, f, separators=(",", ":"))
     title = (f"{cfg.ram_mib} MiB guest, {img.kver}, file set {cfg.file_mib} MiB + anon "
              f"{cfg.anon_mib} MiB; {len(runs)} runs; {env['qemu']}")
     try:
