@@ -53,6 +53,9 @@ DEFAULT_WORK = os.path.join(HERE, ".work")
 VIRTIO_BASE_MODULES = ["virtio", "virtio_ring", "virtio_pci_modern_dev",
                        "virtio_pci_legacy_dev", "virtio_pci"]
 INTREE_BALLOON_MODULE = "virtio_balloon"
+# A data disk for workloads that need evictable, re-readable file pages (the root is an
+# initramfs, whose pages are never evicted): loaded on demand (GuestImage.blk_modules).
+BLK_MODULES = ["virtio_blk"]
 
 # Where vballoon.ko goes inside the guest (insmod takes a path, so modules.dep need not know it).
 GUEST_VBALLOON_KO = "/lib/modules/vballoon.ko"
@@ -469,6 +472,7 @@ class GuestImage:
     intree_modules: list[str]  # guest paths to insmod for the in-tree balloon (in order)
     vballoon_ko: str | None    # host path of the vballoon.ko inside this image, if any
     vballoon_modules: list[str]  # guest paths to insmod for vballoon (deps first)
+    blk_modules: list[str] = dataclasses.field(default_factory=list)  # virtio_blk (deps first)
 
 
 def build_hog(work: str) -> str:
@@ -501,6 +505,19 @@ def build_vbwork(work: str) -> str:
         tmp = out + ".tmp"
         _run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-I", GENERATOR_DIR,
               "-o", tmp] + [s for s in VBWORK_SOURCES if s.endswith(".c")])
+        os.replace(tmp, out)
+    return out
+
+
+def build_vbpress(work: str) -> str:
+    """The over-inflation workload (vbpress.c: a hot file set and an anonymous set)."""
+    src = os.path.join(HERE, "vbpress.c")
+    key = hashlib.sha256(open(src, "rb").read()).hexdigest()[:16]
+    out = os.path.join(work, "bin", f"vbpress-{key}")
+    if not os.path.exists(out):
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        tmp = out + ".tmp"
+        _run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", tmp, src])
         os.replace(tmp, out)
     return out
 
@@ -577,9 +594,11 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None,
         raise ImageError(f"{busybox} is dynamically linked: install busybox-static")
     hog = build_hog(work)
     vbwork = build_vbwork(work)
+    vbpress = build_vbpress(work)
 
     base = module_load_order(mdir, VIRTIO_BASE_MODULES)
     intree = [p for p in module_load_order(mdir, [INTREE_BALLOON_MODULE]) if p not in base]
+    blk = [p for p in module_load_order(mdir, BLK_MODULES) if p not in base]
     vb_deps: list[str] = []
     if vballoon_ko:
         if not os.path.isfile(vballoon_ko):
@@ -594,8 +613,8 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None,
     init = INIT_SCRIPT.replace("@KVER@", kver).replace("@BASE_MODULES@", " ".join(base))
     inputs = [("init", hashlib.sha256(init.encode()).hexdigest()),
               ("busybox", sha256_file(busybox)), ("hog", sha256_file(hog)),
-              ("vbwork", sha256_file(vbwork))]
-    for p in base + intree + vb_deps:
+              ("vbwork", sha256_file(vbwork)), ("vbpress", sha256_file(vbpress))]
+    for p in base + intree + vb_deps + blk:
         inputs.append((p, sha256_file(os.path.join(mdir, p))))
     if vballoon_ko:
         inputs.append((GUEST_VBALLOON_KO, sha256_file(vballoon_ko)))
@@ -615,7 +634,8 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None,
                      intree_modules=[g(p) for p in intree],
                      vballoon_ko=vballoon_ko,
                      vballoon_modules=[g(p) for p in vb_deps] + ([GUEST_VBALLOON_KO]
-                                                                 if vballoon_ko else []))
+                                                                 if vballoon_ko else []),
+                     blk_modules=[g(p) for p in blk])
     if os.path.exists(out):
         return img
 
@@ -628,9 +648,10 @@ def build_initramfs(kver: str, mdir: str, work: str, vballoon_ko: str | None,
     a.symlink("bin/sh", "busybox")
     a.file("bin/hog", open(hog, "rb").read(), 0o755)
     a.file("bin/vbwork", open(vbwork, "rb").read(), 0o755)
+    a.file("bin/vbpress", open(vbpress, "rb").read(), 0o755)
     a.file("init", init.encode(), 0o755)
     made = set()
-    for p in base + intree + vb_deps:
+    for p in base + intree + vb_deps + blk:
         parts = p.split("/")[:-1]
         for i in range(1, len(parts) + 1):
             d = f"lib/modules/{kver}/" + "/".join(parts[:i])
