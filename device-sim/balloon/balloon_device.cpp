@@ -248,7 +248,7 @@ void BalloonDevice::reset()
 	// After a reset the driver starts with an empty balloon: every page is the guest's
 	// again (a rebooted guest uses all its RAM).
 	if (!VB_MUTANT(XCH_DEV_RESET_KEEPS_BALLOONED_PAGES))
-		counters_.pages_released_by_reset.fetch_add(ownership_.give_back_all());
+		counters_.wire_pages_released_by_reset.fetch_add(ownership_.give_back_all());
 	if (huge_pages_)
 		huge_pages_->clear();
 	const uint32_t zero = 0;

@@ -49,7 +49,7 @@ void DeflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 				given += ownership_.give_back_run(chunk.first_pfn,
 								  released_pages(chunk));
 			}
-			counters_.pages_deflated.fetch_add(given);
+			counters_.wire_pages_deflated.fetch_add(given);
 			if (requested != given)
 				counters_.reject(BalloonRejection::kPfnNotHostOwned, requested - given);
 			queue.push_used(chain.head, 0);
@@ -81,7 +81,7 @@ void DeflateQueue::ack(DeviceQueue& queue, uint16_t head, const std::vector<uint
 	// guest that sees the ack never sees the page still owned by the host.
 	for (const uint64_t pfn : pfns) {
 		if (ownership_.give_back(pfn)) {
-			counters_.pages_deflated.fetch_add(1);
+			counters_.wire_pages_deflated.fetch_add(1);
 			if (huge_pages_)
 				huge_pages_->released(pfn);
 		} else {

@@ -78,10 +78,11 @@ void FreePageHintQueue::receive_blocks(const DescriptorChain& chain, uint32_t co
 			continue;
 		}
 		if (!in_round) {
-			counters_.pages_hint_ignored.fetch_add(block.len / GuestMemory::kPageBytes);
+			counters_.wire_pages_hint_ignored.fetch_add(block.len /
+								    GuestMemory::kPageBytes);
 			continue;
 		}
-		counters_.pages_hinted.fetch_add(block.len / GuestMemory::kPageBytes);
+		counters_.wire_pages_hinted.fetch_add(block.len / GuestMemory::kPageBytes);
 		if (events)
 			events->pages_hinted(active_cmd_id_, block.phys_addr, block.len);
 	}

@@ -57,12 +57,12 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 	// zero); an element whose pages were kept, or whose discard failed, says 0.
 	uint64_t initialised_bytes = 0;
 	if (keep_contents && !VB_MUTANT(DEV_FPR02_POISONED_REPORTS_DISCARDED)) {
-		counters_.pages_reported_kept.fetch_add(pages);
+		counters_.wire_pages_reported_kept.fetch_add(pages);
 		if (VB_MUTANT(DEV_DI07_KEPT_REPORT_CLAIMED_INITIALISED))
 			initialised_bytes = pages * GuestMemory::kPageBytes;
 	} else if (discarder_.inhibited() && !VB_MUTANT(DEV_DI05_INHIBITED_DISCARDS_DONE)) {
 		// Discards inhibited: the whole element is skipped, as QEMU does.
-		counters_.pages_reported_kept.fetch_add(pages);
+		counters_.wire_pages_reported_kept.fetch_add(pages);
 		counters_.discards_inhibited.fetch_add(1);
 	} else {
 		std::vector<PfnRun> discard = runs_; // discard_runs may reorder and join them
@@ -71,12 +71,12 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 			initialised_bytes = pages * GuestMemory::kPageBytes;
 		else
 			counters_.report_discard_failures.fetch_add(1);
-		counters_.pages_reported_discarded.fetch_add(pages);
+		counters_.wire_pages_reported_discarded.fetch_add(pages);
 	}
 	if (!tell_initialised && !VB_MUTANT(DEV_DI06_USED_LENGTH_WITHOUT_INIT_REPORTED))
 		initialised_bytes = 0;
-	counters_.pages_reported_device_initialised.fetch_add(initialised_bytes /
-							      GuestMemory::kPageBytes);
+	counters_.wire_pages_reported_device_initialised.fetch_add(initialised_bytes /
+								   GuestMemory::kPageBytes);
 	if (events) {
 		for (const PfnRun& run : runs_)
 			events->pages_reported(run.first_pfn * GuestMemory::kPageBytes,

@@ -115,7 +115,7 @@ bool InflateQueue::take_and_discard()
 			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned);
 			return;
 		}
-		counters_.pages_inflated.fetch_add(1);
+		counters_.wire_pages_inflated.fetch_add(1);
 		if (huge_pages_)
 			huge_pages_->ballooned(pfn, discard_runs_);
 	};
@@ -126,7 +126,7 @@ bool InflateQueue::take_and_discard()
 			requested += chunk.page_count;
 			taken += ownership_.take_run(chunk.first_pfn, chunk.page_count);
 		}
-		counters_.pages_inflated.fetch_add(taken);
+		counters_.wire_pages_inflated.fetch_add(taken);
 		if (requested != taken)
 			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned, requested - taken);
 	} else if (negotiated(VB_F_X_CHUNKED)) {
@@ -208,7 +208,7 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 	}
 	if (!memory_.write(bitmap.phys_addr, bitmap_.data(), bytes))
 		throw std::logic_error("InflateQueue: validated bitmap outside RAM");
-	counters_.pages_reported_initialised.fetch_add(reported);
+	counters_.wire_pages_reported_initialised.fetch_add(reported);
 	// The used length is the bitmap's ceil(n / 8) bytes, whatever bits are set.
 	if (chunked && !rules::range_used_length_is_ceil_n_over_8())
 		return 1;

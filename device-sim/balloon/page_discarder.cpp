@@ -66,7 +66,7 @@ bool PageDiscarder::discard_run(uint64_t first_pfn, uint64_t page_count)
 		counters_.discard_failures.fetch_add(1, std::memory_order_relaxed);
 		return false;
 	}
-	counters_.pages_discarded.fetch_add(page_count, std::memory_order_relaxed);
+	counters_.wire_pages_discarded.fetch_add(page_count, std::memory_order_relaxed);
 	return true;
 }
 

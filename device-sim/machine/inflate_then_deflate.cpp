@@ -33,9 +33,9 @@ MachineCounters MachineCounters::read(const SimMachine& machine)
 	MachineCounters counters;
 	counters.inflate_requests = host.inflate_requests.load();
 	counters.deflate_requests = host.deflate_requests.load();
-	counters.pages_inflated = host.pages_inflated.load();
-	counters.pages_deflated = host.pages_deflated.load();
-	counters.pages_discarded = host.pages_discarded.load();
+	counters.wire_pages_inflated = host.wire_pages_inflated.load();
+	counters.wire_pages_deflated = host.wire_pages_deflated.load();
+	counters.wire_pages_discarded = host.wire_pages_discarded.load();
 	counters.discard_calls = host.discard_calls.load();
 	counters.discard_failures = host.discard_failures.load();
 	counters.translate_ns = host.translate_ns.load();
@@ -55,7 +55,7 @@ MachineCounters MachineCounters::read(const SimMachine& machine)
 	counters.pages_skipped_initialising = os.pages_skipped_initialising.load();
 	counters.inflate_messages = core.inflate_messages.get();
 	counters.deflate_messages = core.deflate_messages.get();
-	counters.pages_device_initialised = core.pages_device_initialised.get();
+	counters.wire_pages_device_initialised = core.wire_pages_device_initialised.get();
 	return counters;
 }
 

@@ -27,9 +27,9 @@ namespace vbsim
 // the machine's life; a phase is the difference of two readings.
 struct MachineCounters {
 	// The device (BalloonDeviceCounters).
-	uint64_t inflate_requests = 0, deflate_requests = 0, pages_inflated = 0, pages_deflated = 0,
-		 pages_discarded = 0, discard_calls = 0, discard_failures = 0, translate_ns = 0,
-		 discard_ns = 0;
+	uint64_t inflate_requests = 0, deflate_requests = 0, wire_pages_inflated = 0,
+		 wire_pages_deflated = 0, wire_pages_discarded = 0, discard_calls = 0,
+		 discard_failures = 0, translate_ns = 0, discard_ns = 0;
 	uint64_t rejected = 0; // over all rejection kinds
 	// The transport, by queue kind (zero for a queue that does not exist).
 	std::array<uint64_t, VB_QUEUE_KIND_COUNT> kicks{}, interrupts{}, interrupt_ns{}, chains{};
@@ -37,7 +37,7 @@ struct MachineCounters {
 	uint64_t alloc_ns = 0, guest_init_ns = 0, pages_initialised_by_guest = 0,
 		 pages_skipped_initialising = 0;
 	// The driver core (vb::BalloonCounters).
-	uint64_t inflate_messages = 0, deflate_messages = 0, pages_device_initialised = 0;
+	uint64_t inflate_messages = 0, deflate_messages = 0, wire_pages_device_initialised = 0;
 
 	static MachineCounters read(const SimMachine& machine);
 	// Kicks and interrupts over every queue.

@@ -38,8 +38,9 @@ MachineForMigration::MachineForMigration(SimMachine& machine, migration::Workloa
 	};
 	described_.guest_cpu_ms = [guest] { return guest->free_page_cpu_ms(); };
 	described_.guest_hint_pages_released_early = [guest]() -> uint64_t {
-		return guest->core() ? guest->core()->counters().hint_pages_released_early.get()
-				     : 0;
+		return guest->core()
+			       ? guest->core()->counters().hint_wire_pages_released_early.get()
+			       : 0;
 	};
 }
 

@@ -164,7 +164,7 @@ TEST(BalloonCore, TargetBeyondWirePfnsStillStallsCleanly)
 	}
 	EXPECT_EQ(result, vb::StepResult::kStalled);
 	EXPECT_EQ(balloon.balloon_wire_pages(), 8u);
-	EXPECT_GE(balloon.counters().unreachable_pages.get(), 1u);
+	EXPECT_GE(balloon.counters().unreachable_wire_pages.get(), 1u);
 	EXPECT_EQ(os.allocator.counts().balloon, 8u);
 	EXPECT_EQ(os.allocator.counts().used, 0u) << "no page lost";
 }
@@ -191,7 +191,7 @@ TEST(BalloonCore, DeflateOnOomFreesAtMost256PagesAndAllocatesNothing)
 	while ((freed = guest.balloon.deflate_for_oom()) != 0)
 		total += freed;
 	EXPECT_EQ(total, 2000u);
-	EXPECT_EQ(guest.balloon.counters().oom_pages_freed.get(), 2000u);
+	EXPECT_EQ(guest.balloon.counters().oom_wire_pages_freed.get(), 2000u);
 }
 
 TEST(BalloonCore, DeflateOnOomDoesNothingUnlessNegotiated)
@@ -639,7 +639,7 @@ TEST(BalloonCoreInitOnInflate, PagesTheDeviceInitialisedAreFreedAsInitialised)
 		ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
 		EXPECT_EQ(guest.os.initialised.size(), 3000u) << "chunked " << chunked;
 		EXPECT_EQ(guest.os.bitmap_requests, guest.balloon.counters().inflate_messages.get());
-		EXPECT_EQ(guest.balloon.counters().pages_device_initialised.get(), 3000u);
+		EXPECT_EQ(guest.balloon.counters().wire_pages_device_initialised.get(), 3000u);
 		guest.set_target(0);
 		ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
 		EXPECT_EQ(guest.os.freed_initialised, 3000u);

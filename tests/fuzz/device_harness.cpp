@@ -138,7 +138,7 @@ private:
 		uint64_t newly_owned = 0;
 		for (uint64_t pfn = 0; pfn < ram_pages_; pfn++)
 			newly_owned += device_.host_owns(pfn) && !owned_[pfn];
-		const uint64_t taken = device_.counters().pages_inflated.load();
+		const uint64_t taken = device_.counters().wire_pages_inflated.load();
 		const bool transient = taken - taken_at_last_check_ != newly_owned;
 		taken_at_last_check_ = taken;
 		uint64_t owned_count = 0;
@@ -569,9 +569,9 @@ private:
 		check_untouched();
 		const vbsim::BalloonDeviceCounters& counters = device_.counters();
 		const uint64_t owned = device_.host_owned_pages();
-		const uint64_t inflated = counters.pages_inflated.load();
-		const uint64_t deflated = counters.pages_deflated.load();
-		const uint64_t released = counters.pages_released_by_reset.load();
+		const uint64_t inflated = counters.wire_pages_inflated.load();
+		const uint64_t deflated = counters.wire_pages_deflated.load();
+		const uint64_t released = counters.wire_pages_released_by_reset.load();
 		FUZZ_CHECK(
 			owned == inflated - deflated - released,
 			"host owns %llu pages, but inflated %llu - deflated %llu - released %llu",

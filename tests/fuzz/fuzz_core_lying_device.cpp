@@ -17,7 +17,7 @@
 //     no free before the deflate ack, at most 256 PFNs per message, ...);
 //   - allocator.check_consistency() is empty, free + used + balloon == managed;
 //   - the core's balloon_pfns() == the balloon list == the allocator's balloon pages, and
-//     == pages_inflated - pages_deflated; `actual` matches; managed pages moved with them;
+//     == wire_pages_inflated - wire_pages_deflated; `actual` matches; managed pages moved with them;
 //   - a step never overshoots a stable target.
 // At the end the device turns honest, the target drops to zero and release_all() runs:
 // every page must be back in the allocator.
@@ -343,10 +343,12 @@ private:
 			what, (unsigned long long)pfns, (unsigned long long)os_.ballooned_pages(),
 			(unsigned long long)counts.balloon);
 		const vb::BalloonCounters& counters = core_->counters();
-		FUZZ_CHECK(counters.pages_inflated.get() - counters.pages_deflated.get() == pfns,
+		FUZZ_CHECK(counters.wire_pages_inflated.get() -
+					   counters.wire_pages_deflated.get() ==
+				   pfns,
 			   "after %s: inflated %llu - deflated %llu != %llu in the balloon", what,
-			   (unsigned long long)counters.pages_inflated.get(),
-			   (unsigned long long)counters.pages_deflated.get(),
+			   (unsigned long long)counters.wire_pages_inflated.get(),
+			   (unsigned long long)counters.wire_pages_deflated.get(),
 			   (unsigned long long)pfns);
 		FUZZ_CHECK(os_.actual == static_cast<uint32_t>(pfns),
 			   "after %s: actual %u, balloon %llu", what, os_.actual,

@@ -70,7 +70,7 @@ protected:
 	void expect_nothing_ballooned()
 	{
 		EXPECT_EQ(device.host_owned_pages(), 0u);
-		EXPECT_EQ(device.counters().pages_discarded.load(), 0u);
+		EXPECT_EQ(device.counters().wire_pages_discarded.load(), 0u);
 		EXPECT_EQ(device.counters().inflate_requests.load(), 0u);
 		EXPECT_EQ(memory.resident_bytes(0, kRamBytes), kRamBytes);
 	}
@@ -100,7 +100,7 @@ TEST_F(BalloonChunked, ARangeNotInWholePagesRefusesTheWholeRequest)
 		EXPECT_EQ(send(VB_QUEUE_DEFLATE, {range(kPfn + 64, 8), b}), 0u);
 	EXPECT_EQ(rejected(BalloonRejection::kChunkMisaligned), 6u);
 	EXPECT_EQ(host_owned_in(kPfn + 64, 8), 8u);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 0u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 0u);
 }
 
 TEST_F(BalloonChunked, ARangeRunningPastTheEndOfRamRefusesTheWholeRequest)
@@ -214,7 +214,7 @@ TEST_F(BalloonChunked, PagesComeBackInAnyGroupingTheDriverNames)
 					 range(kPfn + 312, 200)};
 	EXPECT_EQ(send(VB_QUEUE_DEFLATE, rest), 0u);
 	EXPECT_EQ(device.host_owned_pages(), 0u);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 520u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 520u);
 	EXPECT_EQ(rejected(BalloonRejection::kPfnNotHostOwned), 0u);
 }
 
@@ -224,7 +224,7 @@ TEST_F(BalloonChunked, AResetGivesEveryRangedPageBack)
 	ASSERT_EQ(device.host_owned_pages(), 519u);
 	device.transport().set_status(0);
 	EXPECT_EQ(device.host_owned_pages(), 0u);
-	EXPECT_EQ(device.counters().pages_released_by_reset.load(), 519u);
+	EXPECT_EQ(device.counters().wire_pages_released_by_reset.load(), 519u);
 	// After a fresh start the same ranges go in again as new pages, not as repeats.
 	TestGuest again(memory, device.transport());
 	again.start();

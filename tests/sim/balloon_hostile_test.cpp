@@ -47,7 +47,7 @@ protected:
 	// Nothing was discarded or taken by the host.
 	void expect_nothing_ballooned()
 	{
-		EXPECT_EQ(device.counters().pages_discarded.load(), 0u);
+		EXPECT_EQ(device.counters().wire_pages_discarded.load(), 0u);
 		EXPECT_EQ(device.counters().discard_calls.load(), 0u);
 		EXPECT_EQ(device.host_owned_pages(), 0u);
 		EXPECT_EQ(memory.resident_bytes(0, kRamBytes), kRamBytes);
@@ -78,8 +78,8 @@ TEST_F(BalloonHostile, PfnsBeyondRamAreRefusedOneByOne)
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE,
 				    {kPfn, kRamPfns, 0xffffffffu, kPfn + 1, kRamPfns - 1}));
 	EXPECT_EQ(rejected(BalloonRejection::kPfnOutsideRam), 2u);
-	EXPECT_EQ(device.counters().pages_inflated.load(), 3u);
-	EXPECT_EQ(device.counters().pages_discarded.load(), 3u);
+	EXPECT_EQ(device.counters().wire_pages_inflated.load(), 3u);
+	EXPECT_EQ(device.counters().wire_pages_discarded.load(), 3u);
 	EXPECT_TRUE(device.host_owns(kRamPfns - 1));
 	EXPECT_FALSE(device.host_owns(kRamPfns));
 	// Deflating them is refused the same way.
@@ -119,7 +119,7 @@ TEST_F(BalloonHostile, APfnSplitAcrossDescriptorsIsStillOnePfn)
 				   guest.post(VB_QUEUE_INFLATE, {{gpa, 3}, {gpa + 3, 5}})));
 	EXPECT_TRUE(device.host_owns(kPfn + 7));
 	EXPECT_TRUE(device.host_owns(kPfn + 9));
-	EXPECT_EQ(device.counters().pages_inflated.load(), 2u);
+	EXPECT_EQ(device.counters().wire_pages_inflated.load(), 2u);
 }
 
 TEST_F(BalloonHostile, DoubleInflateAndStrayDeflateAreCountedAndHarmless)
@@ -127,10 +127,10 @@ TEST_F(BalloonHostile, DoubleInflateAndStrayDeflateAreCountedAndHarmless)
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, {kPfn, kPfn}));
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, {kPfn}));
 	EXPECT_EQ(rejected(BalloonRejection::kPfnAlreadyHostOwned), 2u);
-	EXPECT_EQ(device.counters().pages_inflated.load(), 1u);
+	EXPECT_EQ(device.counters().wire_pages_inflated.load(), 1u);
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_DEFLATE, {kPfn, kPfn + 1}));
 	EXPECT_EQ(rejected(BalloonRejection::kPfnNotHostOwned), 1u);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 1u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 1u);
 	EXPECT_EQ(device.host_owned_pages(), 0u);
 }
 

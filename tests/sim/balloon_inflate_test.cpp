@@ -78,8 +78,8 @@ TEST_P(BalloonInflate, DiscardsExactlyTheInflatedPagesWithTheExpectedCalls)
 	const uint64_t pages = uint64_t{kRequests} * 2 * kRunPages;
 	const BalloonDeviceCounters& counters = device.counters();
 	EXPECT_EQ(counters.inflate_requests.load(), kRequests);
-	EXPECT_EQ(counters.pages_inflated.load(), pages);
-	EXPECT_EQ(counters.pages_discarded.load(), pages);
+	EXPECT_EQ(counters.wire_pages_inflated.load(), pages);
+	EXPECT_EQ(counters.wire_pages_discarded.load(), pages);
 	EXPECT_EQ(counters.discard_failures.load(), 0u);
 	EXPECT_EQ(counters.discard_calls.load(),
 		  mode == DiscardMode::kPerPage ? pages : 2u * kRequests);
@@ -111,7 +111,7 @@ TEST_P(BalloonInflate, DiscardsExactlyTheInflatedPagesWithTheExpectedCalls)
 	// Deflate everything: the pages are the guest's again and usable.
 	for (uint32_t r = 0; r < kRequests; ++r)
 		ASSERT_TRUE(guest.send_pfns(VB_QUEUE_DEFLATE, request_pfns(r)));
-	EXPECT_EQ(counters.pages_deflated.load(), pages);
+	EXPECT_EQ(counters.wire_pages_deflated.load(), pages);
 	EXPECT_EQ(device.host_owned_pages(), 0u);
 	EXPECT_EQ(counters.rejected_by(BalloonRejection::kPfnNotHostOwned), 0u);
 	ASSERT_TRUE(memory.write_le<uint64_t>(balloon_area, 0x1234));
@@ -186,7 +186,7 @@ TEST(BalloonReset, AResetGivesEveryPageBackAndClearsActual)
 	ASSERT_TRUE(device.transport().config_write32(VB_CONFIG_ACTUAL_OFFSET, 100));
 	device.transport().set_status(0);
 	EXPECT_EQ(device.host_owned_pages(), 0u);
-	EXPECT_EQ(device.counters().pages_released_by_reset.load(), 100u);
+	EXPECT_EQ(device.counters().wire_pages_released_by_reset.load(), 100u);
 	EXPECT_EQ(device.actual_pages(), 0u);
 }
 

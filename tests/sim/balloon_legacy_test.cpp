@@ -125,8 +125,8 @@ TEST_F(LegacyDeviceRequiringMustTellHost, ALegacyDriverWithoutMustTellHostIsServ
 
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, TestGuest::pfn_range(kPfn, 8)));
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_DEFLATE, TestGuest::pfn_range(kPfn, 4)));
-	EXPECT_EQ(device.counters().pages_inflated.load(), 8u);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 4u);
+	EXPECT_EQ(device.counters().wire_pages_inflated.load(), 8u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 4u);
 	EXPECT_EQ(device.host_owned_pages(), 4u);
 }
 
@@ -148,7 +148,7 @@ TEST_F(LegacyDevice, AGuestWithoutMustTellHostKeepsWhatItWroteBeforeTellingTheHo
 
 	EXPECT_TRUE(bytes_are(memory, gpa, 4 * kPage, 0x5a));
 	EXPECT_EQ(memory.resident_bytes(gpa, 4 * kPage), 4 * kPage);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 4u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 4u);
 	EXPECT_EQ(device.counters().rejected_by(BalloonRejection::kPfnNotHostOwned), 0u);
 	for (uint32_t pfn = kPfn; pfn < kPfn + 4; ++pfn)
 		EXPECT_FALSE(device.host_owns(pfn)) << pfn;
@@ -286,7 +286,7 @@ TEST_F(LegacyDevice, HintCommandIdsOfABigEndianGuestAreReadInItsByteOrder)
 	EXPECT_EQ(events[1].bytes, 1u << 20);
 	EXPECT_EQ(events[2].kind, Event::kStopped);
 	EXPECT_EQ(device.counters().hint_ids_ignored.load(), 0u);
-	EXPECT_EQ(device.counters().pages_hinted.load(), (1u << 20) / kPage);
+	EXPECT_EQ(device.counters().wire_pages_hinted.load(), (1u << 20) / kPage);
 }
 
 // What stays as it was: a modern driver on the same transitional device is little-endian

@@ -121,7 +121,7 @@ TEST_P(InflateDiscards, ResidentMemoryDropsAndDeflatedPagesReadZero)
 	}
 	EXPECT_EQ(listed, kBalloonPages);
 	const vbsim::BalloonDeviceCounters& counters = machine.device.counters();
-	EXPECT_EQ(counters.pages_discarded.load(), kBalloonPages);
+	EXPECT_EQ(counters.wire_pages_discarded.load(), kBalloonPages);
 	if (GetParam() == vbsim::DiscardMode::kPerPage)
 		EXPECT_EQ(counters.discard_calls.load(), kBalloonPages) << "one madvise per 4 KiB PFN";
 	else
@@ -247,8 +247,9 @@ TEST(DeflateOnOom, AGuestOutOfMemorySurvivesAndTheBalloonShrinks)
 	EXPECT_EQ(hog.pages, 2000u);
 	const vb::BalloonCounters& driver = machine.guest.core()->counters();
 	EXPECT_GE(driver.oom_calls.get(), (2000u - 256 + 255) / 256);
-	EXPECT_LE(driver.oom_pages_freed.get(), driver.oom_calls.get() * 256) << "at most 256 per call";
-	EXPECT_EQ(machine.device.actual_pages(), pages - 256 - driver.oom_pages_freed.get());
+	EXPECT_LE(driver.oom_wire_pages_freed.get(), driver.oom_calls.get() * 256)
+		<< "at most 256 per call";
+	EXPECT_EQ(machine.device.actual_pages(), pages - 256 - driver.oom_wire_pages_freed.get());
 	EXPECT_EQ(machine.device.host_owned_pages(), machine.device.actual_pages());
 	machine.guest.free_user_memory(hog);
 }
@@ -276,8 +277,8 @@ TEST(Remove, WhileInflatedReturnsEveryPage)
 	machine.guest.remove();
 	// Told to the host page by page before the reset (a reset would also empty the host's
 	// side, which is why that alone proves nothing).
-	EXPECT_EQ(machine.device.counters().pages_deflated.load(), 5000u);
-	EXPECT_EQ(machine.device.counters().pages_released_by_reset.load(), 0u);
+	EXPECT_EQ(machine.device.counters().wire_pages_deflated.load(), 5000u);
+	EXPECT_EQ(machine.device.counters().wire_pages_released_by_reset.load(), 0u);
 	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
 	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
 	EXPECT_EQ(machine.guest.os().balloon_list().pages(), 0u);

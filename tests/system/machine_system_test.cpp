@@ -56,7 +56,7 @@ TEST(SimGuestPause, APausedGuestDoesNotAnswerATargetUntilResumed)
 	machine.device.set_target_pages(1024);
 	// Negative check: a running guest inflates 1024 pages in well under a millisecond.
 	EXPECT_FALSE(machine.guest.wait_for([&] { return machine.device.actual_pages() != 0; }, 200ms));
-	EXPECT_EQ(machine.device.counters().pages_inflated.load(), 0u);
+	EXPECT_EQ(machine.device.counters().wire_pages_inflated.load(), 0u);
 	machine.guest.resume();
 	EXPECT_EQ(machine.balloon_to(1024), vb::StepResult::kSettled);
 	EXPECT_EQ(machine.device.actual_pages(), 1024u);

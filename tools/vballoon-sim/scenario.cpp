@@ -28,9 +28,9 @@ void record_phase(PhaseResult& phase, const MachineCounters& before, const Machi
 {
 	phase.device_requests = inflate ? after.inflate_requests - before.inflate_requests
 					: after.deflate_requests - before.deflate_requests;
-	phase.device_pages = inflate ? after.pages_inflated - before.pages_inflated
-				     : after.pages_deflated - before.pages_deflated;
-	phase.pages_discarded = after.pages_discarded - before.pages_discarded;
+	phase.device_pages = inflate ? after.wire_pages_inflated - before.wire_pages_inflated
+				     : after.wire_pages_deflated - before.wire_pages_deflated;
+	phase.wire_pages_discarded = after.wire_pages_discarded - before.wire_pages_discarded;
 	phase.discard_calls = after.discard_calls - before.discard_calls;
 	phase.kicks = after.all_kicks() - before.all_kicks();
 	phase.interrupts = after.all_interrupts() - before.all_interrupts();
@@ -136,7 +136,7 @@ nlohmann::json to_json(const ScenarioOptions& options, const ScenarioResult& res
 				      {"resident_mib_after", p.resident_mib_after},
 				      {"device_requests", p.device_requests},
 				      {"device_pages", p.device_pages},
-				      {"pages_discarded", p.pages_discarded},
+				      {"pages_discarded", p.wire_pages_discarded},
 				      {"discard_calls", p.discard_calls},
 				      {"kicks", p.kicks},
 				      {"interrupts", p.interrupts},
@@ -178,9 +178,11 @@ std::string to_text(const ScenarioOptions& options, const ScenarioResult& result
 			   "ms", "actual", "resident MiB", "requests", "pages", "discarded", "calls",
 			   "kicks", "interrupts");
 	auto row = [&](const char* name, const PhaseResult& p) {
-		out += fmt::format("{:<9} {:>10.1f} {:>12} {:>13} {:>10} {:>13} {:>10} {:>7} {:>10} {:>13}\n",
-				   name, p.ms, p.actual_pages, p.resident_mib_after, p.device_requests,
-				   p.device_pages, p.pages_discarded, p.discard_calls, p.kicks, p.interrupts);
+		out += fmt::format(
+			"{:<9} {:>10.1f} {:>12} {:>13} {:>10} {:>13} {:>10} {:>7} {:>10} {:>13}\n",
+			name, p.ms, p.actual_pages, p.resident_mib_after, p.device_requests,
+			p.device_pages, p.wire_pages_discarded, p.discard_calls, p.kicks,
+			p.interrupts);
 	};
 	row("inflate", result.inflate);
 	row("deflate", result.deflate);

@@ -34,7 +34,7 @@ struct PhaseResult {
 	uint64_t actual_pages = 0;
 	uint64_t device_requests = 0;
 	uint64_t device_pages = 0;
-	uint64_t pages_discarded = 0;
+	uint64_t wire_pages_discarded = 0;
 	uint64_t discard_calls = 0;
 	uint64_t kicks = 0;
 	uint64_t interrupts = 0;
