@@ -316,12 +316,12 @@ void vballoon_core_release_after_reset(vballoon_core* core)
 	balloon(core).release_after_reset();
 }
 
-uint64_t vballoon_core_target_pfns(vballoon_core* core)
+uint64_t vballoon_core_target_wire_pages(vballoon_core* core)
 {
 	return balloon(core).target_wire_pages();
 }
 
-uint64_t vballoon_core_balloon_pfns(const vballoon_core* core)
+uint64_t vballoon_core_balloon_wire_pages(const vballoon_core* core)
 {
 	return storage(core)->balloon.balloon_wire_pages();
 }

@@ -322,6 +322,27 @@ TEST(BalloonCore, RoundsTargetUpToWholeGuestPages)
 		EXPECT_EQ(os.allocator.state(pfn / 16), vbsim::BuddyAllocator::FrameState::kBalloon);
 }
 
+TEST(BalloonCore, DeflateOnOomCountsWirePagesOnLargePages)
+{
+	// 64 KiB guest pages: the OOM deflate returns wire pages, as deflate() does, and the
+	// OS converts them (the module's notifier: 256 wire pages are 16 of its pages).
+	vb::GuestTraits traits;
+	traits.page_shift = 16;
+	FakeOs os(16, 1024);
+	vb::Balloon<FakeOs>::Workspace workspace;
+	vb::Balloon<FakeOs> balloon(os, kWithDeflateOnOom, traits, workspace);
+	ASSERT_TRUE(balloon.prepare());
+	os.config[0] = 1024;
+	vb::StepResult result;
+	while ((result = balloon.adjust_towards_target()) == vb::StepResult::kMoreWork) {
+	}
+	ASSERT_EQ(result, vb::StepResult::kSettled);
+	EXPECT_EQ(balloon.deflate_for_oom(), vb::Balloon<FakeOs>::kOomDeflateWirePages);
+	EXPECT_EQ(balloon.balloon_wire_pages(), 1024u - 256u);
+	EXPECT_EQ(os.allocator.counts().balloon, (1024u - 256u) / 16);
+	EXPECT_EQ(balloon.counters().oom_wire_pages_freed.get(), 256u);
+}
+
 TEST(BalloonCore, PoisonValueIsWrittenBeforeDriverOkOnlyWhenNegotiated)
 {
 	vb::GuestTraits traits;

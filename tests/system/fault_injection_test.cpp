@@ -26,7 +26,7 @@ MachineOptions with_faults(const vbsim::FaultPlan& faults)
 void expect_agreement(Machine& machine, uint64_t ballooned)
 {
 	EXPECT_EQ(machine.guest.check_accounting(), "");
-	EXPECT_EQ(machine.guest.core()->balloon_pfns(), ballooned);
+	EXPECT_EQ(machine.guest.core()->balloon_wire_pages(), ballooned);
 	EXPECT_EQ(machine.device.actual_pages(), ballooned);
 	EXPECT_EQ(machine.device.host_owned_pages(), ballooned);
 }
@@ -36,9 +36,9 @@ void expect_agreement(Machine& machine, uint64_t ballooned)
 void expect_nothing_lost(Machine& machine)
 {
 	EXPECT_EQ(machine.guest.check_accounting(), "");
-	EXPECT_LE(machine.device.host_owned_pages(), machine.guest.core()->balloon_pfns());
+	EXPECT_LE(machine.device.host_owned_pages(), machine.guest.core()->balloon_wire_pages());
 	const auto counts = machine.guest.allocator().counts();
-	EXPECT_EQ(counts.balloon, machine.guest.core()->balloon_pfns());
+	EXPECT_EQ(counts.balloon, machine.guest.core()->balloon_wire_pages());
 }
 
 // Remove: the OS resets the device and every page comes back.
@@ -111,8 +111,8 @@ TEST(Faults, AnInflateQueueThatRefusesToGoOnStopsTheDriverCleanly)
 	// ballooned (the host may hold it) and gave back what it never sent.
 	const uint64_t acknowledged = machine.device.host_owned_pages();
 	EXPECT_GT(acknowledged, 0u);
-	EXPECT_LT(machine.guest.core()->balloon_pfns(), 5000u);
-	EXPECT_GT(machine.guest.core()->balloon_pfns(), acknowledged);
+	EXPECT_LT(machine.guest.core()->balloon_wire_pages(), 5000u);
+	EXPECT_GT(machine.guest.core()->balloon_wire_pages(), acknowledged);
 	expect_nothing_lost(machine);
 	remove_and_expect_every_page_back(machine);
 }
@@ -145,7 +145,7 @@ TEST(Faults, AResetDuringDeflateFreesOnlyWhatTheHostAcknowledged)
 	ASSERT_TRUE(machine.device.fault_counters().broke.load());
 	// One deflate acknowledged, one taken and never returned (its pages stay ballooned:
 	// with MUST_TELL_HOST they are still the host's), the rest never sent.
-	const uint64_t ballooned = machine.guest.core()->balloon_pfns();
+	const uint64_t ballooned = machine.guest.core()->balloon_wire_pages();
 	EXPECT_GT(ballooned, 0u);
 	EXPECT_LT(ballooned, 4000u);
 	EXPECT_EQ(machine.device.host_owned_pages(), ballooned);
@@ -175,7 +175,7 @@ TEST(Faults, SurpriseRemovalDuringDeflateLosesNoPage)
 	ASSERT_EQ(machine.balloon_to(3000), vb::StepResult::kSettled);
 	EXPECT_EQ(machine.balloon_to(0), vb::StepResult::kStalled);
 	ASSERT_TRUE(machine.device.fault_counters().vanished.load());
-	EXPECT_GT(machine.guest.core()->balloon_pfns(), 0u);
+	EXPECT_GT(machine.guest.core()->balloon_wire_pages(), 0u);
 	expect_nothing_lost(machine);
 	remove_and_expect_every_page_back(machine);
 }

@@ -108,7 +108,7 @@ public:
 	void start();
 
 	StepResult adjust_towards_target();
-	uint64_t deflate_for_oom();
+	uint64_t deflate_for_oom(); // the wire pages freed, as deflate()
 	void handle_stats_request();
 	[[nodiscard]] bool migrate_page(uint64_t old_pfn, uint64_t new_pfn);
 	void release_all();
