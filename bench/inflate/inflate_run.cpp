@@ -271,9 +271,10 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 		sample.inflate = difference(phase, VB_QUEUE_INFLATE);
 		if (!phase.settled || *phase.settled != vb::StepResult::kSettled)
 			sample.problems.push_back("inflate: the driver did not settle at the target");
-		if (inflated.device.actual_pages() != target)
+		if (inflated.device.actual_wire_pages() != target)
 			sample.problems.push_back(fmt::format("inflate: actual is {} pages, not {}",
-							      inflated.device.actual_pages(), target));
+							      inflated.device.actual_wire_pages(),
+							      target));
 		check_inflate(config, mode, target, sample.inflate, sample);
 		sample.huge_mib_after_inflate = anon_huge_mib();
 		sample.resident_mib_after_inflate = resident_mib(inflated.memory);
@@ -282,10 +283,11 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 	hooks.deflated = [&](vbsim::SimMachine& deflated, const vbsim::BalloonPhase& phase) {
 		sample.deflate = difference(phase, VB_QUEUE_DEFLATE);
 		if (!phase.settled || *phase.settled != vb::StepResult::kSettled ||
-		    deflated.device.actual_pages() != 0)
-			sample.problems.push_back(fmt::format("deflate: the driver did not settle at 0 "
-							      "(actual {} pages)",
-							      deflated.device.actual_pages()));
+		    deflated.device.actual_wire_pages() != 0)
+			sample.problems.push_back(
+				fmt::format("deflate: the driver did not settle at 0 "
+					    "(actual {} pages)",
+					    deflated.device.actual_wire_pages()));
 		check_deflate(mode, target, sample.inflate, sample.deflate, sample);
 		sample.huge_mib_after_deflate = anon_huge_mib();
 		sample.resident_mib_after_deflate = resident_mib(deflated.memory);

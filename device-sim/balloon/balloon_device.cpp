@@ -51,7 +51,7 @@ TransportConfig transport_config(const BalloonDeviceOptions& options)
 	TransportConfig config;
 	config.offered_features = offered_features(options);
 	config.initial_config.assign(options.profile.config_size_bytes, 0);
-	const uint32_t target = to_le(options.initial_target_pages);
+	const uint32_t target = to_le(options.initial_target_wire_pages);
 	std::memcpy(config.initial_config.data() + VB_CONFIG_NUM_PAGES_OFFSET, &target,
 		    sizeof(target));
 	config.queue_count =
@@ -218,12 +218,12 @@ uint32_t BalloonDevice::read_config_field(uint32_t offset) const
 	return from_wire(wire, config_byte_order());
 }
 
-void BalloonDevice::set_target_pages(uint32_t num_pages)
+void BalloonDevice::set_target_wire_pages(uint32_t num_pages)
 {
 	write_config_field(VB_CONFIG_NUM_PAGES_OFFSET, num_pages);
 }
 
-uint32_t BalloonDevice::target_pages() const
+uint32_t BalloonDevice::target_wire_pages() const
 {
 	return read_config_field(VB_CONFIG_NUM_PAGES_OFFSET);
 }
@@ -409,7 +409,7 @@ void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
 		inflate_.receive(queue, chain, inflate_.wants_poison_value() ? poison_value() : 0);
 		// The host changes its mind while the driver inflates (fault_plan.h).
 		if (const auto target = faults_.after_inflate_chain())
-			set_target_pages(*target);
+			set_target_wire_pages(*target);
 		return;
 	case VB_QUEUE_DEFLATE:
 		deflate_.receive(queue, chain);

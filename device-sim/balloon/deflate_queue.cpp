@@ -15,7 +15,7 @@ namespace
 {
 
 // Every page a deflate range names comes back, however the pages went in (BAL-DEV-XCH-06).
-uint64_t released_pages(const PfnRun& chunk)
+uint64_t released_wire_pages(const PfnRun& chunk)
 {
 	// A range taken as a token for the chunk an inflate started there: its first page only.
 	return VB_MUTANT(XCH_DEV_DEFLATE_FIRST_PAGE_ONLY) ? 1 : chunk.page_count;
@@ -47,7 +47,7 @@ void DeflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 			for (const PfnRun& chunk : chunks_) {
 				requested += chunk.page_count;
 				given += ownership_.give_back_run(chunk.first_pfn,
-								  released_pages(chunk));
+								  released_wire_pages(chunk));
 			}
 			counters_.wire_pages_deflated.fetch_add(given);
 			if (requested != given)
@@ -58,7 +58,7 @@ void DeflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 		pfns.clear();
 		for (const PfnRun& chunk : chunks_)
 			for (uint64_t pfn = chunk.first_pfn;
-			     pfn < chunk.first_pfn + released_pages(chunk); pfn++)
+			     pfn < chunk.first_pfn + released_wire_pages(chunk); pfn++)
 				pfns.push_back(pfn);
 	} else if (!reader_.read(chain)) {
 		queue.push_used(chain.head, 0);

@@ -48,7 +48,7 @@ struct MachineCounters {
 // One direction: the target set, the wall time until the driver settled (or the timeout),
 // and the counters on either side of it.
 struct BalloonPhase {
-	uint32_t target_pages = 0;
+	uint32_t target_wire_pages = 0;
 	double ms = 0;
 	std::optional<vb::StepResult> settled; // nothing: the timeout passed first
 	MachineCounters before;
@@ -74,9 +74,9 @@ struct InflateThenDeflateRun {
 	std::vector<std::string> guest_problems;
 };
 
-// Boots `machine`, inflates to `target_pages`, deflates to 0, each phase waiting at most
+// Boots `machine`, inflates to `target_wire_pages`, deflates to 0, each phase waiting at most
 // `settle_timeout` for the driver.
-InflateThenDeflateRun inflate_then_deflate(SimMachine& machine, uint32_t target_pages,
+InflateThenDeflateRun inflate_then_deflate(SimMachine& machine, uint32_t target_wire_pages,
 					   std::chrono::milliseconds settle_timeout,
 					   const InflateThenDeflateHooks& hooks = {});
 

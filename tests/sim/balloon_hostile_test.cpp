@@ -49,7 +49,7 @@ protected:
 	{
 		EXPECT_EQ(device.counters().wire_pages_discarded.load(), 0u);
 		EXPECT_EQ(device.counters().discard_calls.load(), 0u);
-		EXPECT_EQ(device.host_owned_pages(), 0u);
+		EXPECT_EQ(device.host_owned_wire_pages(), 0u);
 		EXPECT_EQ(memory.resident_bytes(0, kRamBytes), kRamBytes);
 	}
 	void expect_still_working()
@@ -131,7 +131,7 @@ TEST_F(BalloonHostile, DoubleInflateAndStrayDeflateAreCountedAndHarmless)
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_DEFLATE, {kPfn, kPfn + 1}));
 	EXPECT_EQ(rejected(BalloonRejection::kPfnNotHostOwned), 1u);
 	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 1u);
-	EXPECT_EQ(device.host_owned_pages(), 0u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
 }
 
 TEST_F(BalloonHostile, RingCorruptionOnTheInflateQueueIsRefusedAndReturned)
@@ -183,7 +183,7 @@ TEST_F(BalloonHostileFirecracker, MoreThan256PfnsAreRefusedAsFirecrackerDoes)
 	EXPECT_EQ(rejected(BalloonRejection::kPfnArrayTooLarge), 1u);
 	expect_nothing_ballooned();
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, TestGuest::pfn_range(kPfn, 256)));
-	EXPECT_EQ(device.host_owned_pages(), 256u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 256u);
 	EXPECT_EQ(device.counters().requests_over_peer_cap.load(), 0u);
 }
 
@@ -205,7 +205,7 @@ TEST_F(BalloonHostile, AnAvailIndexJumpNeedsAResetAndTheDeviceRecovers)
 	// Reset and bind again: the device serves a fresh driver.
 	TestGuest again(memory, device.transport());
 	again.start();
-	EXPECT_EQ(device.host_owned_pages(), 0u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
 	ASSERT_TRUE(again.send_pfns(VB_QUEUE_INFLATE, {kPfn + 3}));
 	EXPECT_TRUE(device.host_owns(kPfn + 3));
 }

@@ -96,7 +96,7 @@ TEST_F(BalloonDeflateGate, AResetDropsHeldAcksAndGivesEveryPageBack)
 	ASSERT_TRUE(device.wait_for_held_deflate_acks(1, kHangTimeout));
 	device.transport().set_status(0);
 	EXPECT_EQ(device.held_deflate_acks(), 0u);
-	EXPECT_EQ(device.host_owned_pages(), 0u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
 	EXPECT_EQ(device.counters().wire_pages_released_by_reset.load(), 64u);
 	// Releasing after the reset has nothing to ack and touches no queue.
 	device.release_deflate_acks();

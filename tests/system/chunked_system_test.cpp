@@ -28,8 +28,8 @@ Observation observe(Machine& machine)
 {
 	auto counts = machine.guest.allocator().counts();
 	uint64_t managed_gpa = machine.guest.allocator().first_pfn() * kPageBytes;
-	return {machine.device.actual_pages(),
-		machine.device.host_owned_pages(),
+	return {machine.device.actual_wire_pages(),
+		machine.device.host_owned_wire_pages(),
 		counts.free,
 		counts.used,
 		counts.balloon,
@@ -123,7 +123,8 @@ TEST(ChunkedInflate, AMisalignedChunkIsRejectedWholeAndCounted)
 	EXPECT_EQ(machine.guest.os().queue_wait_used(vb::QueueKind::kInflate, &len), &token);
 	machine.guest.os().unlock();
 	EXPECT_EQ(machine.device.counters().rejected_by(vbsim::BalloonRejection::kChunkMisaligned), 1u);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u) << "nothing of the request was acted on";
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 0u)
+		<< "nothing of the request was acted on";
 }
 
 // BAL-DRV-XCH-08: with MUST_TELL_HOST no page of a deflated range is reused before the
@@ -248,7 +249,7 @@ TEST(HugePageBacking, AHostPageIsDiscardedOnlyWhenAllOfItIsBallooned)
 	EXPECT_GT(whole, 0u);
 	EXPECT_EQ(machine.device.counters().wire_pages_discarded.load(), whole * 512);
 	ASSERT_EQ(machine.balloon_to(0), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 0u);
 }
 
 TEST(HugePageBacking, ChunksOfAWholeHostPageAreDiscardedAtOnce)

@@ -245,9 +245,9 @@ TEST(FreePageHintSystem, InflateAndDeflateGoOnWhileBlocksAreHeld)
 	m.run_round();
 	m.machine.guest.free_user_memory(user); // 16 MiB the balloon can take
 	EXPECT_EQ(m.machine.balloon_to(4096), vb::StepResult::kSettled);
-	EXPECT_EQ(m.machine.device.host_owned_pages(), 4096u);
+	EXPECT_EQ(m.machine.device.host_owned_wire_pages(), 4096u);
 	EXPECT_EQ(m.machine.balloon_to(0), vb::StepResult::kSettled);
-	EXPECT_EQ(m.machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(m.machine.device.host_owned_wire_pages(), 0u);
 	m.finish();
 	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
 }
@@ -266,9 +266,9 @@ TEST(FreePageHintSystem, ARoundWaitingOnASlowHostBlocksNeitherInflateNorDeflate)
 		[&] { return core->hint_held_pages() == 6 * kBlockPages; }, kSettleTimeout));
 
 	EXPECT_EQ(m.machine.balloon_to(4096), vb::StepResult::kSettled);
-	EXPECT_EQ(m.machine.device.host_owned_pages(), 4096u);
+	EXPECT_EQ(m.machine.device.host_owned_wire_pages(), 4096u);
 	EXPECT_EQ(m.machine.balloon_to(0), vb::StepResult::kSettled);
-	EXPECT_EQ(m.machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(m.machine.device.host_owned_wire_pages(), 0u);
 	EXPECT_EQ(core->hint_held_pages(), 6 * kBlockPages) << "the round is still waiting";
 	EXPECT_EQ(m.machine.device.counters().hint_rounds_started.load(), 0u);
 

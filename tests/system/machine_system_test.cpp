@@ -53,13 +53,14 @@ TEST(SimGuestPause, APausedGuestDoesNotAnswerATargetUntilResumed)
 	Machine machine;
 	machine.boot();
 	machine.guest.pause();
-	machine.device.set_target_pages(1024);
+	machine.device.set_target_wire_pages(1024);
 	// Negative check: a running guest inflates 1024 pages in well under a millisecond.
-	EXPECT_FALSE(machine.guest.wait_for([&] { return machine.device.actual_pages() != 0; }, 200ms));
+	EXPECT_FALSE(machine.guest.wait_for([&] { return machine.device.actual_wire_pages() != 0; },
+					    200ms));
 	EXPECT_EQ(machine.device.counters().wire_pages_inflated.load(), 0u);
 	machine.guest.resume();
 	EXPECT_EQ(machine.balloon_to(1024), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.actual_pages(), 1024u);
+	EXPECT_EQ(machine.device.actual_wire_pages(), 1024u);
 	EXPECT_EQ(machine.balloon_to(0), vb::StepResult::kSettled);
 }
 

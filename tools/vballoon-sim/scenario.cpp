@@ -80,12 +80,12 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 		}
 		inflated_counters = phase.after;
 		record_phase(result->inflate, phase.before, phase.after, true);
-		result->inflate.actual_pages = inflated.device.actual_pages();
+		result->inflate.actual_wire_pages = inflated.device.actual_wire_pages();
 		result->inflate.resident_mib_after = inflated.resident_mib();
-		if (inflated.device.actual_pages() != target)
+		if (inflated.device.actual_wire_pages() != target)
 			result->problems.push_back(
 				fmt::format("actual is {} pages after inflating, not {}",
-					    inflated.device.actual_pages(), target));
+					    inflated.device.actual_wire_pages(), target));
 		ballooned = inflated.guest.os().balloon_list().all_runs();
 		return true;
 	};
@@ -96,7 +96,7 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 			return false;
 		}
 		record_phase(result->deflate, inflated_counters, phase.after, false);
-		result->deflate.actual_pages = deflated.device.actual_pages();
+		result->deflate.actual_wire_pages = deflated.device.actual_wire_pages();
 		result->deflate.resident_mib_after = deflated.resident_mib();
 
 		// Every deflated page reads back as zero: the host really dropped what it held.
@@ -132,7 +132,7 @@ nlohmann::json to_json(const ScenarioOptions& options, const ScenarioResult& res
 {
 	auto phase = [](const PhaseResult& p) {
 		return nlohmann::json{{"ms", p.ms},
-				      {"actual_pages", p.actual_pages},
+				      {"actual_pages", p.actual_wire_pages},
 				      {"resident_mib_after", p.resident_mib_after},
 				      {"device_requests", p.device_requests},
 				      {"device_pages", p.device_pages},
@@ -180,7 +180,7 @@ std::string to_text(const ScenarioOptions& options, const ScenarioResult& result
 	auto row = [&](const char* name, const PhaseResult& p) {
 		out += fmt::format(
 			"{:<9} {:>10.1f} {:>12} {:>13} {:>10} {:>13} {:>10} {:>7} {:>10} {:>13}\n",
-			name, p.ms, p.actual_pages, p.resident_mib_after, p.device_requests,
+			name, p.ms, p.actual_wire_pages, p.resident_mib_after, p.device_requests,
 			p.device_pages, p.wire_pages_discarded, p.discard_calls, p.kicks,
 			p.interrupts);
 	};
