@@ -18,7 +18,7 @@ namespace
 uint64_t released_wire_pages(const PfnRun& chunk)
 {
 	// A range taken as a token for the chunk an inflate started there: its first page only.
-	return VB_MUTANT(XCH_DEV_DEFLATE_FIRST_PAGE_ONLY) ? 1 : chunk.page_count;
+	return VB_MUTANT(XCH_DEV_DEFLATE_FIRST_PAGE_ONLY) ? 1 : chunk.wire_pages;
 }
 
 } // namespace
@@ -45,7 +45,7 @@ void DeflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 			counters_.deflate_requests.fetch_add(1);
 			uint64_t requested = 0, given = 0;
 			for (const PfnRun& chunk : chunks_) {
-				requested += chunk.page_count;
+				requested += chunk.wire_pages;
 				given += ownership_.give_back_run(chunk.first_pfn,
 								  released_wire_pages(chunk));
 			}

@@ -52,7 +52,7 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 	}
 	uint64_t pages = 0;
 	for (const PfnRun& run : runs_)
-		pages += run.page_count;
+		pages += run.wire_pages;
 	// DEVICE_INIT_REPORTED: the used length is the bytes the device discarded (so now read
 	// zero); an element whose pages were kept, or whose discard failed, says 0.
 	uint64_t initialised_bytes = 0;
@@ -80,7 +80,7 @@ void FreePageReportQueue::receive(DeviceQueue& queue, const DescriptorChain& cha
 	if (events) {
 		for (const PfnRun& run : runs_)
 			events->pages_reported(run.first_pfn * GuestMemory::kPageBytes,
-					       run.page_count * GuestMemory::kPageBytes);
+					       run.wire_pages * GuestMemory::kPageBytes);
 	}
 	// Acknowledged only now: the guest may reuse the pages once it sees this. The used
 	// length never exceeds the chain (its writable bytes are at most 2^32 - 1).

@@ -13,7 +13,7 @@ MachineForMigration::MachineForMigration(SimMachine& machine, migration::Workloa
 	// The rings and the core object live there and are written directly (sim_guest.h).
 	described_.always_dirty = {{0, machine.config.guest.kernel_bytes / GuestMemory::kPageBytes}};
 	described_.pages_in_use = [workload] {
-		return workload ? workload->pages_in_use() : std::vector<migration::PageRange>{};
+		return workload ? workload->pages_in_use() : std::vector<PfnRun>{};
 	};
 	described_.workload = workload;
 	if (machine.device.profile().offered_features & VB_FEATURE(VB_F_FREE_PAGE_HINT)) {

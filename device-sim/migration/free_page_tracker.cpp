@@ -95,14 +95,14 @@ void FreePageTracker::pages_hinted(uint32_t cmd_id, uint64_t gpa, uint64_t bytes
 uint64_t FreePageTracker::apply_pending()
 {
 	const uint64_t start = thread_cpu_ns();
-	std::vector<Range> ranges;
+	std::vector<PfnRun> ranges;
 	{
 		std::lock_guard lock(mutex_);
 		ranges.swap(pending_);
 	}
 	uint64_t cleared = 0;
-	for (const Range& range : ranges)
-		cleared += to_send_.clear_range(range.first_page, range.pages);
+	for (const PfnRun& range : ranges)
+		cleared += to_send_.clear_range(range.first_pfn, range.wire_pages);
 	cleared_.fetch_add(cleared, std::memory_order_relaxed);
 	apply_ns_.fetch_add(thread_cpu_ns() - start, std::memory_order_relaxed);
 	return cleared;

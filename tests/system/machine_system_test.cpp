@@ -75,8 +75,8 @@ TEST(MachineForMigration, DescribesTheMachinesRealParts)
 	vbsim::migration::MigrationMachine& described = wiring.described();
 	EXPECT_EQ(described.memory, &machine.memory);
 	ASSERT_EQ(described.always_dirty.size(), 1u);
-	EXPECT_EQ(described.always_dirty[0].first_page, 0u);
-	EXPECT_EQ(described.always_dirty[0].pages, options.guest.kernel_bytes / kPageBytes);
+	EXPECT_EQ(described.always_dirty[0].first_pfn, 0u);
+	EXPECT_EQ(described.always_dirty[0].wire_pages, options.guest.kernel_bytes / kPageBytes);
 	EXPECT_TRUE(described.pages_in_use().empty());
 	// The hint controls are the device's: a round started through them is the device's id.
 	ASSERT_NE(described.hints, nullptr);
