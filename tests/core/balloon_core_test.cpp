@@ -328,19 +328,13 @@ TEST(BalloonCore, DeflateOnOomCountsWirePagesOnLargePages)
 	// OS converts them (the module's notifier: 256 wire pages are 16 of its pages).
 	vb::GuestTraits traits;
 	traits.page_shift = 16;
-	FakeOs os(16, 1024);
-	vb::Balloon<FakeOs>::Workspace workspace;
-	vb::Balloon<FakeOs> balloon(os, kWithDeflateOnOom, traits, workspace);
-	ASSERT_TRUE(balloon.prepare());
-	os.config[0] = 1024;
-	vb::StepResult result;
-	while ((result = balloon.adjust_towards_target()) == vb::StepResult::kMoreWork) {
-	}
-	ASSERT_EQ(result, vb::StepResult::kSettled);
-	EXPECT_EQ(balloon.deflate_for_oom(), vb::Balloon<FakeOs>::kOomDeflateWirePages);
-	EXPECT_EQ(balloon.balloon_wire_pages(), 1024u - 256u);
-	EXPECT_EQ(os.allocator.counts().balloon, (1024u - 256u) / 16);
-	EXPECT_EQ(balloon.counters().oom_wire_pages_freed.get(), 256u);
+	Guest guest(kWithDeflateOnOom, traits);
+	guest.set_target(1024);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(guest.balloon.deflate_for_oom(), vb::Balloon<FakeOs>::kOomDeflateWirePages);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 1024u - 256u);
+	EXPECT_EQ(guest.os.allocator.counts().balloon, (1024u - 256u) / 16);
+	EXPECT_EQ(guest.balloon.counters().oom_wire_pages_freed.get(), 256u);
 }
 
 TEST(BalloonCore, PoisonValueIsWrittenBeforeDriverOkOnlyWhenNegotiated)
