@@ -123,7 +123,7 @@ RunSample run_limit(const BenchConfig& config)
 		sample.problems.push_back(fmt::format("madvise failed: errno {}", error));
 	else
 		sample.inflate.wire_pages_discarded =
-			config.balloon_bytes / GuestMemory::kPageBytes;
+			config.balloon_bytes / GuestMemory::kWirePageBytes;
 	sample.inflate.pages_moved = sample.inflate.wire_pages_discarded;
 	sample.huge_mib_after_inflate = anon_huge_mib();
 	sample.resident_mib_after_inflate = resident_mib(memory);
@@ -154,7 +154,7 @@ void check_inflate(const BenchConfig& config, const Mode& mode, uint64_t target,
 	expect(phase.pages_moved == target,
 	       fmt::format("the device took {} pages, not {}", phase.pages_moved, target));
 	// A device tracking huge pages keeps partly ballooned ones until they fill up.
-	if (config.host_page_bytes == GuestMemory::kPageBytes)
+	if (config.host_page_bytes == GuestMemory::kWirePageBytes)
 		expect(phase.wire_pages_discarded == target,
 		       fmt::format("the device discarded {} pages, not {}",
 				   phase.wire_pages_discarded, target));
@@ -254,7 +254,7 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 		builder.guest_zeroes_pages(true);
 	const std::unique_ptr<vbsim::SimMachine> machine = builder.build();
 
-	const uint64_t target = config.balloon_bytes / GuestMemory::kPageBytes;
+	const uint64_t target = config.balloon_bytes / GuestMemory::kWirePageBytes;
 	vbsim::InflateThenDeflateHooks hooks;
 	hooks.booted = [&](vbsim::SimMachine& booted) {
 		sample.negotiated_features = booted.guest.negotiated_features();

@@ -76,13 +76,14 @@ std::unique_ptr<HugePageTracker> huge_page_tracker(const GuestMemory& memory,
 						   const BalloonDeviceOptions& options)
 {
 	check_profile(options.profile);
-	if (options.host_page_bytes % GuestMemory::kPageBytes != 0 || options.host_page_bytes == 0)
+	if (options.host_page_bytes % GuestMemory::kWirePageBytes != 0 ||
+	    options.host_page_bytes == 0)
 		throw std::invalid_argument("balloon device: host pages are whole 4 KiB multiples");
-	if (options.host_page_bytes == GuestMemory::kPageBytes)
+	if (options.host_page_bytes == GuestMemory::kWirePageBytes)
 		return nullptr;
 	return std::make_unique<HugePageTracker>(
-		memory.size() / GuestMemory::kPageBytes,
-		static_cast<uint32_t>(options.host_page_bytes / GuestMemory::kPageBytes));
+		memory.size() / GuestMemory::kWirePageBytes,
+		static_cast<uint32_t>(options.host_page_bytes / GuestMemory::kWirePageBytes));
 }
 
 } // namespace
@@ -101,8 +102,7 @@ uint64_t offered_features(const BalloonDeviceOptions& options)
 }
 
 BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
-    : options_(std::move(options)),
-      ownership_(memory.size() / GuestMemory::kPageBytes),
+    : options_(std::move(options)), ownership_(memory.size() / GuestMemory::kWirePageBytes),
       discarder_(memory, options_.discard_mode, counters_),
       huge_pages_(huge_page_tracker(memory, options_)),
       inflate_(memory, options_.profile.max_pfn_bytes_per_request, ownership_, discarder_,

@@ -188,7 +188,8 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 	};
 	auto initialise = [&](uint64_t pfn, uint64_t count) {
 		if (poison_byte)
-			(void)memory_.fill(pfn * GuestMemory::kPageBytes, poison_byte, count * GuestMemory::kPageBytes);
+			(void)memory_.fill(pfn * GuestMemory::kWirePageBytes, poison_byte,
+					   count * GuestMemory::kWirePageBytes);
 	};
 	uint64_t reported = 0;
 	uint64_t pages_before = 0; // of the units before this one

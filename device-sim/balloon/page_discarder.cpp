@@ -61,8 +61,8 @@ bool PageDiscarder::discard_run(uint64_t first_pfn, uint64_t page_count)
 	if (VB_MUTANT(DEV_OP02_INFLATED_PAGES_KEPT))
 		return true;
 	counters_.discard_calls.fetch_add(1, std::memory_order_relaxed);
-	if (memory_.discard(first_pfn * GuestMemory::kPageBytes,
-			    page_count * GuestMemory::kPageBytes) != 0) {
+	if (memory_.discard(first_pfn * GuestMemory::kWirePageBytes,
+			    page_count * GuestMemory::kWirePageBytes) != 0) {
 		// The pages stay resident; the guest still gave them up, so the ack still goes out.
 		counters_.discard_failures.fetch_add(1, std::memory_order_relaxed);
 		return false;

@@ -11,7 +11,8 @@ MachineForMigration::MachineForMigration(SimMachine& machine, migration::Workloa
 {
 	described_.memory = &machine.memory;
 	// The rings and the core object live there and are written directly (sim_guest.h).
-	described_.always_dirty = {{0, machine.config.guest.kernel_bytes / GuestMemory::kPageBytes}};
+	described_.always_dirty = {
+		{0, machine.config.guest.kernel_bytes / GuestMemory::kWirePageBytes}};
 	described_.pages_in_use = [workload] {
 		return workload ? workload->pages_in_use() : std::vector<PfnRun>{};
 	};

@@ -15,7 +15,7 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 
 void check_machine(const MigrationMachine& machine, const MigrationConfig& config)
 {

@@ -18,7 +18,7 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 
 double ns_to_ms(uint64_t ns)
 {

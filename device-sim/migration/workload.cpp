@@ -22,7 +22,9 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
+// The generator writes whole simulated guest pages.
+static_assert(VBW_PAGE_BYTES == kPage);
 
 class AllocatorUserMemory : public GuestUserMemory
 {

@@ -470,7 +470,7 @@ class WritesAtTheFirstSync : public Workload
 public:
 	explicit WritesAtTheFirstSync(GuestMemory& memory) : memory_(memory)
 	{
-		const uint64_t last_page = memory.size() / GuestMemory::kPageBytes - 1;
+		const uint64_t last_page = memory.size() / GuestMemory::kWirePageBytes - 1;
 		written_ranges_ = {{512, 4096}, {last_page, 1}};
 	}
 	void prepare() override {}
@@ -482,8 +482,8 @@ public:
 			return;
 		wrote_ = true;
 		for (const PfnRun& range : written_ranges_)
-			if (!memory_.fill(range.first_pfn * GuestMemory::kPageBytes, 0xa5,
-					  range.wire_pages * GuestMemory::kPageBytes))
+			if (!memory_.fill(range.first_pfn * GuestMemory::kWirePageBytes, 0xa5,
+					  range.wire_pages * GuestMemory::kWirePageBytes))
 				throw std::logic_error("outside guest RAM");
 	}
 	void resume() override {}
@@ -507,9 +507,9 @@ TEST(Convergence, AMidPassSyncThatDoesNotConvergeSendsTheWritesItFoldedIntoTheRe
 {
 	SmallMachine m(kRam);
 	// The last page as the host left it after a report: discarded, not resident.
-	const uint64_t last_gpa = kRam - GuestMemory::kPageBytes;
-	ASSERT_EQ(m.memory.discard(last_gpa, GuestMemory::kPageBytes), 0);
-	ASSERT_EQ(m.memory.resident_bytes(last_gpa, GuestMemory::kPageBytes), 0u);
+	const uint64_t last_gpa = kRam - GuestMemory::kWirePageBytes;
+	ASSERT_EQ(m.memory.discard(last_gpa, GuestMemory::kWirePageBytes), 0);
+	ASSERT_EQ(m.memory.resident_bytes(last_gpa, GuestMemory::kWirePageBytes), 0u);
 	WritesAtTheFirstSync workload(m.memory);
 	auto machine = m.machine(workload);
 	MigrationConfig config = config_for(Strategy::kNone, "qemu-7.2");

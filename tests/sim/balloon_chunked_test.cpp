@@ -20,7 +20,7 @@ namespace
 using test::TestGuest;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint64_t kPfn = TestGuest::kFirstFreePfn;
 
 BalloonProfile chunked_profile()

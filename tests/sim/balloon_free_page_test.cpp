@@ -22,7 +22,7 @@ using test::TestGuest;
 using Event = FreePageRecorder::Event;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint64_t kFreeGpa = TestGuest::kDriverAreaBytes; // above the test driver's rings
 constexpr uint64_t kMiB = 1ull << 20;
 

@@ -20,7 +20,7 @@ using test::RamSnapshot;
 using test::TestGuest;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint32_t kRamPfns = kRamBytes / GuestMemory::kPageBytes;
+constexpr uint32_t kRamPfns = kRamBytes / GuestMemory::kWirePageBytes;
 constexpr uint32_t kPfn = TestGuest::kFirstFreePfn;
 
 class BalloonHostile : public ::testing::Test

@@ -22,7 +22,7 @@ namespace
 using test::TestGuest;
 
 constexpr uint64_t kRamBytes = 32ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint32_t kRequests = 8;
 constexpr uint32_t kRunPages = 128;
 // Request r holds two runs of 128 pages, 128 pages apart, so every request has a gap the

@@ -30,7 +30,7 @@ using test::TestGuest;
 using Event = FreePageRecorder::Event;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint32_t kPfn = TestGuest::kFirstFreePfn;
 constexpr uint64_t kWithoutMustTellHost = ~VB_FEATURE(VB_F_MUST_TELL_HOST);
 

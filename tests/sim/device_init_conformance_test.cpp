@@ -28,7 +28,7 @@ using test::bytes_are;
 using test::TestGuest;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint64_t kHugePage = 2ull << 20;
 constexpr uint32_t kPfn = TestGuest::kFirstFreePfn + 16;
 constexpr uint64_t kWithoutPoison = ~VB_FEATURE(VB_F_PAGE_POISON);

@@ -18,7 +18,7 @@ using namespace std::chrono_literals;
 
 // Long enough for the slowest sanitizer run; only a hung device ever reaches it.
 constexpr auto kSettleTimeout = 60s;
-constexpr uint64_t kPageBytes = 4096;
+constexpr uint64_t kPageBytes = vbsim::GuestMemory::kWirePageBytes;
 
 // Defaults: 64 MiB of 4 KiB pages, the full device profile.
 using MachineOptions = vbsim::MachineConfig;

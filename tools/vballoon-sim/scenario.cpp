@@ -102,10 +102,12 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 		// Every deflated page reads back as zero: the host really dropped what it held.
 		for (const vb::PageRun& run : ballooned) {
 			for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++) {
-				const uint8_t* page = deflated.memory.translate(
-					pfn * GuestMemory::kPageBytes, GuestMemory::kPageBytes);
+				const uint8_t* page =
+					deflated.memory.translate(pfn * GuestMemory::kWirePageBytes,
+								  GuestMemory::kWirePageBytes);
 				bool zero = true;
-				for (uint64_t i = 0; i < GuestMemory::kPageBytes && zero; i += 8)
+				for (uint64_t i = 0; i < GuestMemory::kWirePageBytes && zero;
+				     i += 8)
 					zero = *reinterpret_cast<const uint64_t*>(page + i) == 0;
 				result->zero_check_pages++;
 				result->zero_check_failures += !zero;
