@@ -63,14 +63,14 @@ PhaseSample difference(const vbsim::BalloonPhase& phase, vb_queue_kind queue)
 	sample.driver_messages = inflate ? after.inflate_messages - before.inflate_messages
 					 : after.deflate_messages - before.deflate_messages;
 	sample.discard_calls = after.discard_calls - before.discard_calls;
-	sample.pages_discarded = after.pages_discarded - before.pages_discarded;
-	sample.pages_moved = inflate ? after.pages_inflated - before.pages_inflated
-				     : after.pages_deflated - before.pages_deflated;
+	sample.wire_pages_discarded = after.wire_pages_discarded - before.wire_pages_discarded;
+	sample.pages_moved = inflate ? after.wire_pages_inflated - before.wire_pages_inflated
+				     : after.wire_pages_deflated - before.wire_pages_deflated;
 	sample.pages_zeroed = after.pages_initialised_by_guest - before.pages_initialised_by_guest;
 	sample.pages_zero_skipped =
 		after.pages_skipped_initialising - before.pages_skipped_initialising;
-	sample.pages_device_initialised =
-		after.pages_device_initialised - before.pages_device_initialised;
+	sample.wire_pages_device_initialised =
+		after.wire_pages_device_initialised - before.wire_pages_device_initialised;
 	return sample;
 }
 
@@ -122,8 +122,9 @@ RunSample run_limit(const BenchConfig& config)
 	if (error != 0)
 		sample.problems.push_back(fmt::format("madvise failed: errno {}", error));
 	else
-		sample.inflate.pages_discarded = config.balloon_bytes / GuestMemory::kPageBytes;
-	sample.inflate.pages_moved = sample.inflate.pages_discarded;
+		sample.inflate.wire_pages_discarded =
+			config.balloon_bytes / GuestMemory::kWirePageBytes;
+	sample.inflate.pages_moved = sample.inflate.wire_pages_discarded;
 	sample.huge_mib_after_inflate = anon_huge_mib();
 	sample.resident_mib_after_inflate = resident_mib(memory);
 	sample.huge_mib_after_deflate = sample.huge_mib_after_inflate;
@@ -153,10 +154,10 @@ void check_inflate(const BenchConfig& config, const Mode& mode, uint64_t target,
 	expect(phase.pages_moved == target,
 	       fmt::format("the device took {} pages, not {}", phase.pages_moved, target));
 	// A device tracking huge pages keeps partly ballooned ones until they fill up.
-	if (config.host_page_bytes == GuestMemory::kPageBytes)
-		expect(phase.pages_discarded == target,
-		       fmt::format("the device discarded {} pages, not {}", phase.pages_discarded,
-				   target));
+	if (config.host_page_bytes == GuestMemory::kWirePageBytes)
+		expect(phase.wire_pages_discarded == target,
+		       fmt::format("the device discarded {} pages, not {}",
+				   phase.wire_pages_discarded, target));
 	if (mode.zeroing == Zeroing::kGuest)
 		expect(phase.pages_zeroed == target,
 		       fmt::format("the guest zeroed {} pages, not {}", phase.pages_zeroed,
@@ -186,9 +187,9 @@ void check_deflate(const Mode& mode, uint64_t target, const PhaseSample& inflate
 	else
 		expect(handled == target,
 		       fmt::format("{} pages zeroed or skipped, not {}", handled, target));
-	expect(deflate.pages_zero_skipped == inflate.pages_device_initialised,
+	expect(deflate.pages_zero_skipped == inflate.wire_pages_device_initialised,
 	       fmt::format("the guest skipped zeroing {} pages, the device initialised {}",
-			   deflate.pages_zero_skipped, inflate.pages_device_initialised));
+			   deflate.pages_zero_skipped, inflate.wire_pages_device_initialised));
 }
 
 } // namespace
@@ -253,7 +254,7 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 		builder.guest_zeroes_pages(true);
 	const std::unique_ptr<vbsim::SimMachine> machine = builder.build();
 
-	const uint64_t target = config.balloon_bytes / GuestMemory::kPageBytes;
+	const uint64_t target = config.balloon_bytes / GuestMemory::kWirePageBytes;
 	vbsim::InflateThenDeflateHooks hooks;
 	hooks.booted = [&](vbsim::SimMachine& booted) {
 		sample.negotiated_features = booted.guest.negotiated_features();
@@ -270,9 +271,10 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 		sample.inflate = difference(phase, VB_QUEUE_INFLATE);
 		if (!phase.settled || *phase.settled != vb::StepResult::kSettled)
 			sample.problems.push_back("inflate: the driver did not settle at the target");
-		if (inflated.device.actual_pages() != target)
+		if (inflated.device.actual_wire_pages() != target)
 			sample.problems.push_back(fmt::format("inflate: actual is {} pages, not {}",
-							      inflated.device.actual_pages(), target));
+							      inflated.device.actual_wire_pages(),
+							      target));
 		check_inflate(config, mode, target, sample.inflate, sample);
 		sample.huge_mib_after_inflate = anon_huge_mib();
 		sample.resident_mib_after_inflate = resident_mib(inflated.memory);
@@ -281,10 +283,11 @@ RunSample run_mode(const BenchConfig& config, const Mode& mode)
 	hooks.deflated = [&](vbsim::SimMachine& deflated, const vbsim::BalloonPhase& phase) {
 		sample.deflate = difference(phase, VB_QUEUE_DEFLATE);
 		if (!phase.settled || *phase.settled != vb::StepResult::kSettled ||
-		    deflated.device.actual_pages() != 0)
-			sample.problems.push_back(fmt::format("deflate: the driver did not settle at 0 "
-							      "(actual {} pages)",
-							      deflated.device.actual_pages()));
+		    deflated.device.actual_wire_pages() != 0)
+			sample.problems.push_back(
+				fmt::format("deflate: the driver did not settle at 0 "
+					    "(actual {} pages)",
+					    deflated.device.actual_wire_pages()));
 		check_deflate(mode, target, sample.inflate, sample.deflate, sample);
 		sample.huge_mib_after_deflate = anon_huge_mib();
 		sample.resident_mib_after_deflate = resident_mib(deflated.memory);

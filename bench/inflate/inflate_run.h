@@ -51,11 +51,11 @@ struct PhaseSample {
 	uint64_t chains = 0;	      // requests (descriptor chains) the device processed
 	uint64_t driver_messages = 0; // requests the driver added
 	uint64_t discard_calls = 0;
-	uint64_t pages_discarded = 0;
+	uint64_t wire_pages_discarded = 0;
 	uint64_t pages_moved = 0;	       // pages the device took (inflate) or gave back
 	uint64_t pages_zeroed = 0;	       // by the guest
 	uint64_t pages_zero_skipped = 0;       // the device had initialised them
-	uint64_t pages_device_initialised = 0; // bits the device set (inflate)
+	uint64_t wire_pages_device_initialised = 0; // bits the device set (inflate)
 
 	double phase_ms(uint64_t ns) const { return static_cast<double>(ns) / 1e6; }
 	// Ring, kicks, interrupts and waiting: what the counted phases leave of the total.

@@ -156,11 +156,11 @@ nlohmann::json phase_json(const PhaseSample& phase)
 		{"chains", phase.chains},
 		{"driver_messages", phase.driver_messages},
 		{"discard_calls", phase.discard_calls},
-		{"pages_discarded", phase.pages_discarded},
+		{"pages_discarded", phase.wire_pages_discarded},
 		{"pages_moved", phase.pages_moved},
 		{"pages_zeroed_by_guest", phase.pages_zeroed},
 		{"pages_zeroing_skipped", phase.pages_zero_skipped},
-		{"pages_device_initialised", phase.pages_device_initialised}};
+		{"pages_device_initialised", phase.wire_pages_device_initialised}};
 }
 
 nlohmann::json direction_json(const Report& report, const ModeResults& results,

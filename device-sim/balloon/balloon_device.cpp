@@ -51,7 +51,7 @@ TransportConfig transport_config(const BalloonDeviceOptions& options)
 	TransportConfig config;
 	config.offered_features = offered_features(options);
 	config.initial_config.assign(options.profile.config_size_bytes, 0);
-	const uint32_t target = to_le(options.initial_target_pages);
+	const uint32_t target = to_le(options.initial_target_wire_pages);
 	std::memcpy(config.initial_config.data() + VB_CONFIG_NUM_PAGES_OFFSET, &target,
 		    sizeof(target));
 	config.queue_count =
@@ -76,13 +76,14 @@ std::unique_ptr<HugePageTracker> huge_page_tracker(const GuestMemory& memory,
 						   const BalloonDeviceOptions& options)
 {
 	check_profile(options.profile);
-	if (options.host_page_bytes % GuestMemory::kPageBytes != 0 || options.host_page_bytes == 0)
+	if (options.host_page_bytes % GuestMemory::kWirePageBytes != 0 ||
+	    options.host_page_bytes == 0)
 		throw std::invalid_argument("balloon device: host pages are whole 4 KiB multiples");
-	if (options.host_page_bytes == GuestMemory::kPageBytes)
+	if (options.host_page_bytes == GuestMemory::kWirePageBytes)
 		return nullptr;
 	return std::make_unique<HugePageTracker>(
-		memory.size() / GuestMemory::kPageBytes,
-		static_cast<uint32_t>(options.host_page_bytes / GuestMemory::kPageBytes));
+		memory.size() / GuestMemory::kWirePageBytes,
+		static_cast<uint32_t>(options.host_page_bytes / GuestMemory::kWirePageBytes));
 }
 
 } // namespace
@@ -101,8 +102,7 @@ uint64_t offered_features(const BalloonDeviceOptions& options)
 }
 
 BalloonDevice::BalloonDevice(GuestMemory& memory, BalloonDeviceOptions options)
-    : options_(std::move(options)),
-      ownership_(memory.size() / GuestMemory::kPageBytes),
+    : options_(std::move(options)), ownership_(memory.size() / GuestMemory::kWirePageBytes),
       discarder_(memory, options_.discard_mode, counters_),
       huge_pages_(huge_page_tracker(memory, options_)),
       inflate_(memory, options_.profile.max_pfn_bytes_per_request, ownership_, discarder_,
@@ -218,12 +218,12 @@ uint32_t BalloonDevice::read_config_field(uint32_t offset) const
 	return from_wire(wire, config_byte_order());
 }
 
-void BalloonDevice::set_target_pages(uint32_t num_pages)
+void BalloonDevice::set_target_wire_pages(uint32_t num_pages)
 {
 	write_config_field(VB_CONFIG_NUM_PAGES_OFFSET, num_pages);
 }
 
-uint32_t BalloonDevice::target_pages() const
+uint32_t BalloonDevice::target_wire_pages() const
 {
 	return read_config_field(VB_CONFIG_NUM_PAGES_OFFSET);
 }
@@ -248,7 +248,7 @@ void BalloonDevice::reset()
 	// After a reset the driver starts with an empty balloon: every page is the guest's
 	// again (a rebooted guest uses all its RAM).
 	if (!VB_MUTANT(XCH_DEV_RESET_KEEPS_BALLOONED_PAGES))
-		counters_.pages_released_by_reset.fetch_add(ownership_.give_back_all());
+		counters_.wire_pages_released_by_reset.fetch_add(ownership_.give_back_all());
 	if (huge_pages_)
 		huge_pages_->clear();
 	const uint32_t zero = 0;
@@ -411,7 +411,7 @@ void BalloonDevice::handle_chain(DeviceQueue& queue, vb_queue_kind kind,
 		inflate_.receive(queue, chain, inflate_.wants_poison_value() ? poison_value() : 0);
 		// The host changes its mind while the driver inflates (fault_plan.h).
 		if (const auto target = faults_.after_inflate_chain())
-			set_target_pages(*target);
+			set_target_wire_pages(*target);
 		return;
 	case VB_QUEUE_DEFLATE:
 		deflate_.receive(queue, chain);

@@ -65,7 +65,7 @@ struct BalloonDeviceOptions {
 	// Refuse FEATURES_OK when MUST_TELL_HOST is offered but not accepted, which the spec
 	// allows (5.5.3.1). Off by default, as no real host does it.
 	bool require_must_tell_host = false;
-	uint32_t initial_target_pages = 0;
+	uint32_t initial_target_wire_pages = 0;
 	// Size of the host pages backing guest RAM. Above 4 KiB (2 MiB for THP or hugetlbfs) the
 	// device discards a host page only once all of it is ballooned (huge_page_tracker.h).
 	uint64_t host_page_bytes = 4096;
@@ -105,11 +105,11 @@ public:
 
 	// ---- Host controls (any thread) --------------------------------------------------
 	// Sets num_pages and raises a config-change interrupt (once DRIVER_OK is set).
-	void set_target_pages(uint32_t num_pages);
-	uint32_t target_pages() const;
+	void set_target_wire_pages(uint32_t num_pages);
+	uint32_t target_wire_pages() const;
 	// `actual` as the host takes it: the driver's last complete write. A legacy driver
 	// writing it a byte at a time has written it only with its most significant byte.
-	uint32_t actual_pages() const { return actual_.load(); }
+	uint32_t actual_wire_pages() const { return actual_.load(); }
 	// poison_val as the driver wrote it (0 when the config space has no such field).
 	uint32_t poison_value() const;
 	// QEMU's virtio_balloon_inhibited() (postcopy, background snapshot, a device that needs
@@ -130,7 +130,7 @@ public:
 	{
 		return ownership_.owned_in_run(first_pfn, count);
 	}
-	uint64_t host_owned_pages() const { return ownership_.owned_pages(); }
+	uint64_t host_owned_wire_pages() const { return ownership_.owned_wire_pages(); }
 
 	// The deflate gate. While held, deflate requests are received (counted, pages still
 	// host-owned) but not acked; release acks everything held, in order, and lets later

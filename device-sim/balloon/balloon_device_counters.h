@@ -48,15 +48,18 @@ inline constexpr size_t kBalloonRejectionCount = static_cast<size_t>(BalloonReje
 
 std::string_view to_string(BalloonRejection reason);
 
+// The device sees only wire pages (4 KiB, VB_PFN_UNIT_BYTES), whatever the guest's page
+// size: every `wire_pages_*` counter counts them.
 struct BalloonDeviceCounters {
 	std::atomic<uint64_t> inflate_requests{0}; // inflate chains processed
 	std::atomic<uint64_t> deflate_requests{0}; // deflate chains processed
-	std::atomic<uint64_t> pages_inflated{0};   // pages that became host-owned
-	std::atomic<uint64_t> pages_deflated{0};   // pages handed back with an ack
-	std::atomic<uint64_t> pages_discarded{0};  // 4 KiB pages madvise'd away
+	std::atomic<uint64_t> wire_pages_inflated{0};  // became host-owned
+	std::atomic<uint64_t> wire_pages_deflated{0};  // handed back with an ack
+	std::atomic<uint64_t> wire_pages_discarded{0}; // madvise'd away
 	std::atomic<uint64_t> discard_calls{0};	   // madvise syscalls made
 	std::atomic<uint64_t> discard_failures{0}; // madvise calls that returned an error
-	std::atomic<uint64_t> pages_reported_initialised{0}; // bits set in init-on-inflate bitmaps
+	std::atomic<uint64_t> wire_pages_reported_initialised{
+		0}; // bits set in init-on-inflate bitmaps
 	// Requests whose pages were not discarded because discards are inhibited (postcopy,
 	// a background snapshot, a device that must see guest RAM: QEMU's
 	// virtio_balloon_inhibited()).
@@ -67,23 +70,23 @@ struct BalloonDeviceCounters {
 	// Requests of more than 256 PFNs: fine here, but Firecracker skips them and
 	// cloud-hypervisor rejects them, so a driver that sends them breaks on those hosts.
 	std::atomic<uint64_t> requests_over_peer_cap{0};
-	std::atomic<uint64_t> pages_released_by_reset{0}; // held by the balloon when reset
+	std::atomic<uint64_t> wire_pages_released_by_reset{0}; // held by the balloon when reset
 
 	// Free page hinting: rounds the driver echoed and closed, ids ignored (stale, DONE from
-	// the driver, repeated), 4 KiB pages hinted in a live round or ignored outside one.
+	// the driver, repeated), wire pages hinted in a live round or ignored outside one.
 	std::atomic<uint64_t> hint_rounds_started{0};
 	std::atomic<uint64_t> hint_rounds_stopped{0};
 	std::atomic<uint64_t> hint_ids_ignored{0};
-	std::atomic<uint64_t> pages_hinted{0};
-	std::atomic<uint64_t> pages_hint_ignored{0};
-	// Free page reporting: reports acknowledged; 4 KiB pages discarded, or kept because
+	std::atomic<uint64_t> wire_pages_hinted{0};
+	std::atomic<uint64_t> wire_pages_hint_ignored{0};
+	// Free page reporting: reports acknowledged; wire pages discarded, or kept because
 	// poison_val is not zero; reports whose discard failed.
 	std::atomic<uint64_t> report_requests{0};
-	std::atomic<uint64_t> pages_reported_discarded{0};
-	std::atomic<uint64_t> pages_reported_kept{0};
+	std::atomic<uint64_t> wire_pages_reported_discarded{0};
+	std::atomic<uint64_t> wire_pages_reported_kept{0};
 	std::atomic<uint64_t> report_discard_failures{0};
-	// DEVICE_INIT_REPORTED: 4 KiB pages a report's used length said were initialised.
-	std::atomic<uint64_t> pages_reported_device_initialised{0};
+	// DEVICE_INIT_REPORTED: wire pages a report's used length said were initialised.
+	std::atomic<uint64_t> wire_pages_reported_device_initialised{0};
 	std::atomic<uint64_t> stats_requests{0};      // buffers returned to ask for fresh stats
 	std::atomic<uint64_t> stats_updates{0};	      // buffers parsed
 	std::atomic<uint64_t> stats_extra_buffers{0}; // a second buffer while one was held

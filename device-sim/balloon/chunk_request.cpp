@@ -21,7 +21,7 @@ bool ranges_overlap(const std::vector<PfnRun>& chunks)
 	std::sort(sorted.begin(), sorted.end(),
 		  [](const PfnRun& a, const PfnRun& b) { return a.first_pfn < b.first_pfn; });
 	for (size_t i = 1; i < sorted.size(); i++)
-		if (sorted[i].first_pfn < sorted[i - 1].first_pfn + sorted[i - 1].page_count)
+		if (sorted[i].first_pfn < sorted[i - 1].first_pfn + sorted[i - 1].wire_pages)
 			return true;
 	return false;
 }

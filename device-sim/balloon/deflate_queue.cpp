@@ -15,10 +15,10 @@ namespace
 {
 
 // Every page a deflate range names comes back, however the pages went in (BAL-DEV-XCH-06).
-uint64_t released_pages(const PfnRun& chunk)
+uint64_t released_wire_pages(const PfnRun& chunk)
 {
 	// A range taken as a token for the chunk an inflate started there: its first page only.
-	return VB_MUTANT(XCH_DEV_DEFLATE_FIRST_PAGE_ONLY) ? 1 : chunk.page_count;
+	return VB_MUTANT(XCH_DEV_DEFLATE_FIRST_PAGE_ONLY) ? 1 : chunk.wire_pages;
 }
 
 } // namespace
@@ -45,11 +45,11 @@ void DeflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 			counters_.deflate_requests.fetch_add(1);
 			uint64_t requested = 0, given = 0;
 			for (const PfnRun& chunk : chunks_) {
-				requested += chunk.page_count;
+				requested += chunk.wire_pages;
 				given += ownership_.give_back_run(chunk.first_pfn,
-								  released_pages(chunk));
+								  released_wire_pages(chunk));
 			}
-			counters_.pages_deflated.fetch_add(given);
+			counters_.wire_pages_deflated.fetch_add(given);
 			if (requested != given)
 				counters_.reject(BalloonRejection::kPfnNotHostOwned, requested - given);
 			queue.push_used(chain.head, 0);
@@ -58,7 +58,7 @@ void DeflateQueue::receive(DeviceQueue& queue, const DescriptorChain& chain)
 		pfns.clear();
 		for (const PfnRun& chunk : chunks_)
 			for (uint64_t pfn = chunk.first_pfn;
-			     pfn < chunk.first_pfn + released_pages(chunk); pfn++)
+			     pfn < chunk.first_pfn + released_wire_pages(chunk); pfn++)
 				pfns.push_back(pfn);
 	} else if (!reader_.read(chain)) {
 		queue.push_used(chain.head, 0);
@@ -81,7 +81,7 @@ void DeflateQueue::ack(DeviceQueue& queue, uint16_t head, const std::vector<uint
 	// guest that sees the ack never sees the page still owned by the host.
 	for (const uint64_t pfn : pfns) {
 		if (ownership_.give_back(pfn)) {
-			counters_.pages_deflated.fetch_add(1);
+			counters_.wire_pages_deflated.fetch_add(1);
 			if (huge_pages_)
 				huge_pages_->released(pfn);
 		} else {

@@ -49,7 +49,7 @@ std::optional<uint32_t> FaultInjector::after_inflate_chain()
 	    inflate_chains_ < plan_.retarget.after_inflate_chains)
 		return std::nullopt;
 	counters_.retargeted = true;
-	return plan_.retarget.new_target_pages;
+	return plan_.retarget.new_target_wire_pages;
 }
 
 } // namespace vbsim

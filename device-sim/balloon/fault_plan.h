@@ -42,7 +42,7 @@ struct QueueFaults {
 
 struct TargetChangeFault {
 	uint32_t after_inflate_chains = 0; // 0: never
-	uint32_t new_target_pages = 0;
+	uint32_t new_target_wire_pages = 0;
 };
 
 struct FaultPlan {

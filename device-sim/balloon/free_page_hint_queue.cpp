@@ -11,8 +11,9 @@ namespace vbsim
 
 bool whole_pages_inside_ram(const GuestMemory& memory, const ChainBuffer& range)
 {
-	return range.len != 0 && range.phys_addr % GuestMemory::kPageBytes == 0 &&
-	       range.len % GuestMemory::kPageBytes == 0 && memory.contains(range.phys_addr, range.len);
+	return range.len != 0 && range.phys_addr % GuestMemory::kWirePageBytes == 0 &&
+	       range.len % GuestMemory::kWirePageBytes == 0 &&
+	       memory.contains(range.phys_addr, range.len);
 }
 
 void FreePageHintQueue::receive(DeviceQueue& queue, const DescriptorChain& chain,
@@ -78,10 +79,11 @@ void FreePageHintQueue::receive_blocks(const DescriptorChain& chain, uint32_t co
 			continue;
 		}
 		if (!in_round) {
-			counters_.pages_hint_ignored.fetch_add(block.len / GuestMemory::kPageBytes);
+			counters_.wire_pages_hint_ignored.fetch_add(block.len /
+								    GuestMemory::kWirePageBytes);
 			continue;
 		}
-		counters_.pages_hinted.fetch_add(block.len / GuestMemory::kPageBytes);
+		counters_.wire_pages_hinted.fetch_add(block.len / GuestMemory::kWirePageBytes);
 		if (events)
 			events->pages_hinted(active_cmd_id_, block.phys_addr, block.len);
 	}

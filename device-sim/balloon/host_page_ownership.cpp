@@ -38,7 +38,7 @@ bool HostPageOwnership::take(uint64_t pfn)
 		words_[pfn / kBitsPerWord].fetch_or(bit_of(pfn), std::memory_order_acq_rel);
 	if (before & bit_of(pfn))
 		return false;
-	owned_pages_.fetch_add(1, std::memory_order_acq_rel);
+	owned_wire_pages_.fetch_add(1, std::memory_order_acq_rel);
 	return true;
 }
 
@@ -50,7 +50,7 @@ bool HostPageOwnership::give_back(uint64_t pfn)
 		words_[pfn / kBitsPerWord].fetch_and(~bit_of(pfn), std::memory_order_acq_rel);
 	if (!(before & bit_of(pfn)))
 		return false;
-	owned_pages_.fetch_sub(1, std::memory_order_acq_rel);
+	owned_wire_pages_.fetch_sub(1, std::memory_order_acq_rel);
 	return true;
 }
 
@@ -76,7 +76,7 @@ uint64_t HostPageOwnership::take_run(uint64_t first_pfn, uint64_t count)
 		const uint64_t before = words_[word].fetch_or(mask, std::memory_order_acq_rel);
 		taken += static_cast<uint64_t>(__builtin_popcountll(mask & ~before));
 	}
-	owned_pages_.fetch_add(taken, std::memory_order_acq_rel);
+	owned_wire_pages_.fetch_add(taken, std::memory_order_acq_rel);
 	return taken;
 }
 
@@ -104,7 +104,7 @@ uint64_t HostPageOwnership::give_back_run(uint64_t first_pfn, uint64_t count)
 		const uint64_t before = words_[word].fetch_and(~mask, std::memory_order_acq_rel);
 		given += static_cast<uint64_t>(__builtin_popcountll(mask & before));
 	}
-	owned_pages_.fetch_sub(given, std::memory_order_acq_rel);
+	owned_wire_pages_.fetch_sub(given, std::memory_order_acq_rel);
 	return given;
 }
 
@@ -115,7 +115,7 @@ uint64_t HostPageOwnership::give_back_all()
 	for (uint64_t i = 0; i < word_count; ++i)
 		released += static_cast<uint64_t>(
 			__builtin_popcountll(words_[i].exchange(0, std::memory_order_acq_rel)));
-	owned_pages_.fetch_sub(released, std::memory_order_acq_rel);
+	owned_wire_pages_.fetch_sub(released, std::memory_order_acq_rel);
 	return released;
 }
 

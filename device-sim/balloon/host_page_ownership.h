@@ -23,7 +23,10 @@ public:
 	uint64_t page_count() const { return page_count_; }
 	// False for PFNs beyond RAM.
 	bool owns(uint64_t pfn) const;
-	uint64_t owned_pages() const { return owned_pages_.load(std::memory_order_acquire); }
+	uint64_t owned_wire_pages() const
+	{
+		return owned_wire_pages_.load(std::memory_order_acquire);
+	}
 
 	// Each returns whether the page changed hands (false: already so, or beyond RAM).
 	bool take(uint64_t pfn);
@@ -40,7 +43,7 @@ public:
 private:
 	const uint64_t page_count_;
 	std::unique_ptr<std::atomic<uint64_t>[]> words_;
-	std::atomic<uint64_t> owned_pages_{0};
+	std::atomic<uint64_t> owned_wire_pages_{0};
 };
 
 } // namespace vbsim

@@ -19,10 +19,10 @@ namespace vbsim
 class HugePageTracker
 {
 public:
-	// `pages_per_huge_page` 4 KiB pages make one host page (512 for 2 MiB).
-	HugePageTracker(uint64_t ram_pages, uint32_t pages_per_huge_page);
+	// `wire_pages_per_huge_page` wire pages (4 KiB) make one host page (512 for 2 MiB).
+	HugePageTracker(uint64_t ram_wire_pages, uint32_t wire_pages_per_huge_page);
 
-	uint32_t pages_per_huge_page() const { return pages_per_huge_page_; }
+	uint32_t wire_pages_per_huge_page() const { return wire_pages_per_huge_page_; }
 	// A page entered the balloon. Appends to `completed` the run of the huge page it filled,
 	// if it was the last one missing.
 	void ballooned(uint64_t pfn, std::vector<PfnRun>& completed);
@@ -33,7 +33,7 @@ public:
 	void clear();
 
 private:
-	uint32_t pages_per_huge_page_;
+	uint32_t wire_pages_per_huge_page_;
 	std::vector<uint16_t> ballooned_;
 };
 

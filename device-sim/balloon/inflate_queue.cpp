@@ -115,7 +115,7 @@ bool InflateQueue::take_and_discard()
 			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned);
 			return;
 		}
-		counters_.pages_inflated.fetch_add(1);
+		counters_.wire_pages_inflated.fetch_add(1);
 		if (huge_pages_)
 			huge_pages_->ballooned(pfn, discard_runs_);
 	};
@@ -123,15 +123,16 @@ bool InflateQueue::take_and_discard()
 		// Whole chunks change hands a bitmap word at a time.
 		uint64_t requested = 0, taken = 0;
 		for (const PfnRun& chunk : chunks_) {
-			requested += chunk.page_count;
-			taken += ownership_.take_run(chunk.first_pfn, chunk.page_count);
+			requested += chunk.wire_pages;
+			taken += ownership_.take_run(chunk.first_pfn, chunk.wire_pages);
 		}
-		counters_.pages_inflated.fetch_add(taken);
+		counters_.wire_pages_inflated.fetch_add(taken);
 		if (requested != taken)
 			counters_.reject(BalloonRejection::kPfnAlreadyHostOwned, requested - taken);
 	} else if (negotiated(VB_F_X_CHUNKED)) {
 		for (const PfnRun& chunk : chunks_)
-			for (uint64_t pfn = chunk.first_pfn; pfn < chunk.first_pfn + chunk.page_count; pfn++)
+			for (uint64_t pfn = chunk.first_pfn;
+			     pfn < chunk.first_pfn + chunk.wire_pages; pfn++)
 				take(pfn);
 	} else {
 		for (const uint64_t pfn : reader_.valid_pfns())
@@ -187,13 +188,14 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 	};
 	auto initialise = [&](uint64_t pfn, uint64_t count) {
 		if (poison_byte)
-			(void)memory_.fill(pfn * GuestMemory::kPageBytes, poison_byte, count * GuestMemory::kPageBytes);
+			(void)memory_.fill(pfn * GuestMemory::kWirePageBytes, poison_byte,
+					   count * GuestMemory::kWirePageBytes);
 	};
 	uint64_t reported = 0;
 	uint64_t pages_before = 0; // of the units before this one
 	for (uint64_t unit = 0; can_initialise && unit < units; unit++) {
 		uint64_t first = chunked ? chunks_[unit].first_pfn : pfns[unit];
-		uint64_t count = chunked ? chunks_[unit].page_count : 1;
+		uint64_t count = chunked ? chunks_[unit].wire_pages : 1;
 		// With chunks bit i is chunk i (a mutant numbers the bits by 4 KiB page instead).
 		const uint64_t bit = rules::range_bits_numbered_by_range() ? unit : pages_before;
 		pages_before += count;
@@ -208,7 +210,7 @@ uint32_t InflateQueue::report_initialised(const ChainBuffer& bitmap, InitRule ru
 	}
 	if (!memory_.write(bitmap.phys_addr, bitmap_.data(), bytes))
 		throw std::logic_error("InflateQueue: validated bitmap outside RAM");
-	counters_.pages_reported_initialised.fetch_add(reported);
+	counters_.wire_pages_reported_initialised.fetch_add(reported);
 	// The used length is the bitmap's ceil(n / 8) bytes, whatever bits are set.
 	if (chunked && !rules::range_used_length_is_ceil_n_over_8())
 		return 1;

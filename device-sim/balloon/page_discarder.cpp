@@ -23,7 +23,7 @@ bool PageDiscarder::discard(std::vector<uint64_t>& pfns)
 	}
 	merge_into_runs(pfns, runs_);
 	for (const PfnRun& run : runs_)
-		all_done &= discard_run(run.first_pfn, run.page_count);
+		all_done &= discard_run(run.first_pfn, run.wire_pages);
 	return all_done;
 }
 
@@ -36,7 +36,8 @@ bool PageDiscarder::discard_runs(std::vector<PfnRun>& runs)
 	bool all_done = true;
 	if (mode_ == DiscardMode::kPerPage) {
 		for (const PfnRun& run : runs) {
-			for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.page_count; pfn++)
+			for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.wire_pages;
+			     pfn++)
 				all_done &= discard_run(pfn, 1);
 		}
 		return all_done;
@@ -46,10 +47,10 @@ bool PageDiscarder::discard_runs(std::vector<PfnRun>& runs)
 	size_t i = 0;
 	while (i < runs.size()) {
 		uint64_t first = runs[i].first_pfn;
-		uint64_t end = first + runs[i].page_count;
+		uint64_t end = first + runs[i].wire_pages;
 		// Join runs that touch or overlap (the same page twice is discarded once).
 		while (++i < runs.size() && runs[i].first_pfn <= end)
-			end = std::max(end, runs[i].first_pfn + runs[i].page_count);
+			end = std::max(end, runs[i].first_pfn + runs[i].wire_pages);
 		all_done &= discard_run(first, end - first);
 	}
 	return all_done;
@@ -60,13 +61,13 @@ bool PageDiscarder::discard_run(uint64_t first_pfn, uint64_t page_count)
 	if (VB_MUTANT(DEV_OP02_INFLATED_PAGES_KEPT))
 		return true;
 	counters_.discard_calls.fetch_add(1, std::memory_order_relaxed);
-	if (memory_.discard(first_pfn * GuestMemory::kPageBytes,
-			    page_count * GuestMemory::kPageBytes) != 0) {
+	if (memory_.discard(first_pfn * GuestMemory::kWirePageBytes,
+			    page_count * GuestMemory::kWirePageBytes) != 0) {
 		// The pages stay resident; the guest still gave them up, so the ack still goes out.
 		counters_.discard_failures.fetch_add(1, std::memory_order_relaxed);
 		return false;
 	}
-	counters_.pages_discarded.fetch_add(page_count, std::memory_order_relaxed);
+	counters_.wire_pages_discarded.fetch_add(page_count, std::memory_order_relaxed);
 	return true;
 }
 

@@ -9,15 +9,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "memory/pfn_run.h"
+
 namespace vbsim
 {
-
-struct PfnRun {
-	uint64_t first_pfn;
-	uint64_t page_count;
-
-	bool operator==(const PfnRun&) const = default;
-};
 
 // Sorts and de-duplicates `pfns` in place, then writes the maximal runs they form, in
 // ascending order, into `runs` (cleared first).

@@ -17,7 +17,8 @@ namespace vbsim {
 
 namespace {
 
-constexpr uint64_t kPageBytes = GuestMemory::kPageBytes;
+// The simulated guest's pages are 4 KiB: one guest page is one wire page.
+constexpr uint64_t kPageBytes = GuestMemory::kWirePageBytes;
 // Nothing of the kernel area below 64 KiB is used, so guest-physical 0 never names a buffer.
 constexpr uint64_t kKernelAreaStart = 64 * 1024;
 constexpr uint16_t kIndirectTableEntries = 64;
@@ -126,8 +127,9 @@ std::string SimGuest::probe()
 			return "the device has no queue " + std::to_string(index);
 		DriverRing::Config config;
 		config.size = size;
-		config.areas = contiguous_queue_areas(kernel_alloc(vb_vring_total_bytes(size, VB_VRING_USED_ALIGN), 4096),
-						      size);
+		config.areas = contiguous_queue_areas(
+			kernel_alloc(vb_vring_total_bytes(size, VB_VRING_USED_ALIGN), kPageBytes),
+			size);
 		config.event_idx = features & VB_FEATURE(VB_F_RING_EVENT_IDX);
 		config.indirect_desc = indirect;
 		if (indirect) {

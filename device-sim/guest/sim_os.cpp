@@ -15,7 +15,8 @@ namespace vbsim {
 
 namespace {
 
-constexpr uint64_t kPageBytes = GuestMemory::kPageBytes;
+// The simulated guest's pages are 4 KiB: one guest page is one wire page.
+constexpr uint64_t kPageBytes = GuestMemory::kWirePageBytes;
 
 std::vector<ChainBuffer> to_chain_buffers(const vb::Segment* segments, unsigned count)
 {
@@ -65,8 +66,8 @@ uint64_t SimOs::free_pages_kept()
 		return 0;
 	const uint64_t managed = allocator_.counts().managed;
 	const uint64_t high = min_free_pages_ + 2 * std::max(min_free_pages_ / 4, managed / 1000);
-	constexpr uint64_t kDmaPages = (16ull << 20) / 4096;
-	constexpr uint64_t kBelow4GiBPages = (4ull << 30) / 4096;
+	constexpr uint64_t kDmaPages = (16ull << 20) / kPageBytes;
+	constexpr uint64_t kBelow4GiBPages = (4ull << 30) / kPageBytes;
 	const uint64_t above_dma = managed > kDmaPages ? managed - kDmaPages : 0;
 	const uint64_t normal = managed > kBelow4GiBPages ? managed - kBelow4GiBPages : 0;
 	const uint64_t dma32 = above_dma - normal;

@@ -9,14 +9,14 @@ namespace
 
 using Clock = std::chrono::steady_clock;
 
-BalloonPhase run_phase(SimMachine& machine, uint32_t target_pages,
+BalloonPhase run_phase(SimMachine& machine, uint32_t target_wire_pages,
 		       std::chrono::milliseconds settle_timeout)
 {
 	BalloonPhase phase;
-	phase.target_pages = target_pages;
+	phase.target_wire_pages = target_wire_pages;
 	phase.before = MachineCounters::read(machine);
 	const auto start = Clock::now();
-	phase.settled = machine.settle_at(target_pages, settle_timeout);
+	phase.settled = machine.settle_at(target_wire_pages, settle_timeout);
 	phase.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 	phase.after = MachineCounters::read(machine);
 	return phase;
@@ -33,9 +33,9 @@ MachineCounters MachineCounters::read(const SimMachine& machine)
 	MachineCounters counters;
 	counters.inflate_requests = host.inflate_requests.load();
 	counters.deflate_requests = host.deflate_requests.load();
-	counters.pages_inflated = host.pages_inflated.load();
-	counters.pages_deflated = host.pages_deflated.load();
-	counters.pages_discarded = host.pages_discarded.load();
+	counters.wire_pages_inflated = host.wire_pages_inflated.load();
+	counters.wire_pages_deflated = host.wire_pages_deflated.load();
+	counters.wire_pages_discarded = host.wire_pages_discarded.load();
 	counters.discard_calls = host.discard_calls.load();
 	counters.discard_failures = host.discard_failures.load();
 	counters.translate_ns = host.translate_ns.load();
@@ -55,7 +55,7 @@ MachineCounters MachineCounters::read(const SimMachine& machine)
 	counters.pages_skipped_initialising = os.pages_skipped_initialising.load();
 	counters.inflate_messages = core.inflate_messages.get();
 	counters.deflate_messages = core.deflate_messages.get();
-	counters.pages_device_initialised = core.pages_device_initialised.get();
+	counters.wire_pages_device_initialised = core.wire_pages_device_initialised.get();
 	return counters;
 }
 
@@ -75,7 +75,7 @@ uint64_t MachineCounters::all_interrupts() const
 	return total;
 }
 
-InflateThenDeflateRun inflate_then_deflate(SimMachine& machine, uint32_t target_pages,
+InflateThenDeflateRun inflate_then_deflate(SimMachine& machine, uint32_t target_wire_pages,
 					   std::chrono::milliseconds settle_timeout,
 					   const InflateThenDeflateHooks& hooks)
 {
@@ -85,7 +85,7 @@ InflateThenDeflateRun inflate_then_deflate(SimMachine& machine, uint32_t target_
 		return run;
 	if (hooks.booted && !hooks.booted(machine))
 		return run;
-	run.inflate = run_phase(machine, target_pages, settle_timeout);
+	run.inflate = run_phase(machine, target_wire_pages, settle_timeout);
 	if (hooks.inflated && !hooks.inflated(machine, run.inflate))
 		return run;
 	run.deflate = run_phase(machine, 0, settle_timeout);

@@ -27,9 +27,9 @@ namespace vbsim
 // the machine's life; a phase is the difference of two readings.
 struct MachineCounters {
 	// The device (BalloonDeviceCounters).
-	uint64_t inflate_requests = 0, deflate_requests = 0, pages_inflated = 0, pages_deflated = 0,
-		 pages_discarded = 0, discard_calls = 0, discard_failures = 0, translate_ns = 0,
-		 discard_ns = 0;
+	uint64_t inflate_requests = 0, deflate_requests = 0, wire_pages_inflated = 0,
+		 wire_pages_deflated = 0, wire_pages_discarded = 0, discard_calls = 0,
+		 discard_failures = 0, translate_ns = 0, discard_ns = 0;
 	uint64_t rejected = 0; // over all rejection kinds
 	// The transport, by queue kind (zero for a queue that does not exist).
 	std::array<uint64_t, VB_QUEUE_KIND_COUNT> kicks{}, interrupts{}, interrupt_ns{}, chains{};
@@ -37,7 +37,7 @@ struct MachineCounters {
 	uint64_t alloc_ns = 0, guest_init_ns = 0, pages_initialised_by_guest = 0,
 		 pages_skipped_initialising = 0;
 	// The driver core (vb::BalloonCounters).
-	uint64_t inflate_messages = 0, deflate_messages = 0, pages_device_initialised = 0;
+	uint64_t inflate_messages = 0, deflate_messages = 0, wire_pages_device_initialised = 0;
 
 	static MachineCounters read(const SimMachine& machine);
 	// Kicks and interrupts over every queue.
@@ -48,7 +48,7 @@ struct MachineCounters {
 // One direction: the target set, the wall time until the driver settled (or the timeout),
 // and the counters on either side of it.
 struct BalloonPhase {
-	uint32_t target_pages = 0;
+	uint32_t target_wire_pages = 0;
 	double ms = 0;
 	std::optional<vb::StepResult> settled; // nothing: the timeout passed first
 	MachineCounters before;
@@ -74,9 +74,9 @@ struct InflateThenDeflateRun {
 	std::vector<std::string> guest_problems;
 };
 
-// Boots `machine`, inflates to `target_pages`, deflates to 0, each phase waiting at most
+// Boots `machine`, inflates to `target_wire_pages`, deflates to 0, each phase waiting at most
 // `settle_timeout` for the driver.
-InflateThenDeflateRun inflate_then_deflate(SimMachine& machine, uint32_t target_pages,
+InflateThenDeflateRun inflate_then_deflate(SimMachine& machine, uint32_t target_wire_pages,
 					   std::chrono::milliseconds settle_timeout,
 					   const InflateThenDeflateHooks& hooks = {});
 

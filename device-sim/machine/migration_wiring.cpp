@@ -11,9 +11,10 @@ MachineForMigration::MachineForMigration(SimMachine& machine, migration::Workloa
 {
 	described_.memory = &machine.memory;
 	// The rings and the core object live there and are written directly (sim_guest.h).
-	described_.always_dirty = {{0, machine.config.guest.kernel_bytes / GuestMemory::kPageBytes}};
+	described_.always_dirty = {
+		{0, machine.config.guest.kernel_bytes / GuestMemory::kWirePageBytes}};
 	described_.pages_in_use = [workload] {
-		return workload ? workload->pages_in_use() : std::vector<migration::PageRange>{};
+		return workload ? workload->pages_in_use() : std::vector<PfnRun>{};
 	};
 	described_.workload = workload;
 	if (machine.device.profile().offered_features & VB_FEATURE(VB_F_FREE_PAGE_HINT)) {
@@ -38,8 +39,9 @@ MachineForMigration::MachineForMigration(SimMachine& machine, migration::Workloa
 	};
 	described_.guest_cpu_ms = [guest] { return guest->free_page_cpu_ms(); };
 	described_.guest_hint_pages_released_early = [guest]() -> uint64_t {
-		return guest->core() ? guest->core()->counters().hint_pages_released_early.get()
-				     : 0;
+		return guest->core()
+			       ? guest->core()->counters().hint_wire_pages_released_early.get()
+			       : 0;
 	};
 }
 

@@ -32,10 +32,10 @@ std::string SimMachine::boot()
 	return guest.probe();
 }
 
-std::optional<vb::StepResult> SimMachine::settle_at(uint32_t target_pages,
+std::optional<vb::StepResult> SimMachine::settle_at(uint32_t target_wire_pages,
 						    std::chrono::milliseconds timeout)
 {
-	device.set_target_pages(target_pages);
+	device.set_target_wire_pages(target_wire_pages);
 	return guest.wait_until_settled(timeout);
 }
 

@@ -49,7 +49,7 @@ public:
 	std::string boot();
 	// Sets the balloon target and waits until the driver settled or stalled; nothing when
 	// `timeout` passed first (a hung device or driver).
-	std::optional<vb::StepResult> settle_at(uint32_t target_pages,
+	std::optional<vb::StepResult> settle_at(uint32_t target_wire_pages,
 						std::chrono::milliseconds timeout);
 
 	uint64_t guest_pages() const { return guest.allocator().frame_count(); }

@@ -36,13 +36,13 @@ uint64_t align_up(uint64_t value, uint64_t align)
 
 GuestMemory::GuestMemory(const GuestMemoryOptions& options) : backing_(options.backing)
 {
-	if (options.size_bytes == 0 || options.size_bytes % kPageBytes != 0)
+	if (options.size_bytes == 0 || options.size_bytes % kWirePageBytes != 0)
 		throw std::invalid_argument("guest RAM size must be a non-zero multiple of 4 KiB");
 	size_ = options.size_bytes;
 
 	const uint64_t alignment =
-		backing_ == PageBacking::kTransparentHugePages ? kHugePageBytes : kPageBytes;
-	reservation_bytes_ = kGuardBytes + (alignment - kPageBytes) + size_ + kGuardBytes;
+		backing_ == PageBacking::kTransparentHugePages ? kHugePageBytes : kWirePageBytes;
+	reservation_bytes_ = kGuardBytes + (alignment - kWirePageBytes) + size_ + kGuardBytes;
 
 	// Reserve guard + RAM + guard inaccessible, then map RAM read-write over the middle:
 	// the guards stay PROT_NONE and RAM gets a mapping (VMA) of its own for madvise.
@@ -127,7 +127,7 @@ bool GuestMemory::write(uint64_t gpa, const void* src, uint64_t len, DirtyMarker
 	std::memcpy(dst, src, len);
 	if (VB_MUTANT(MIG_MARKER_WRITES_UNLOGGED)) // spec/compare_mutants.tsv
 		return true;
-	for (uint64_t page = gpa / kPageBytes; page <= (gpa + len - 1) / kPageBytes; page++)
+	for (uint64_t page = gpa / kWirePageBytes; page <= (gpa + len - 1) / kWirePageBytes; page++)
 		marker.mark(page);
 	return true;
 }
@@ -158,7 +158,8 @@ bool GuestMemory::store_le16_release(uint64_t gpa, uint16_t value)
 
 bool GuestMemory::page_range_valid(uint64_t gpa, uint64_t len) const
 {
-	return len != 0 && gpa % kPageBytes == 0 && len % kPageBytes == 0 && contains(gpa, len);
+	return len != 0 && gpa % kWirePageBytes == 0 && len % kWirePageBytes == 0 &&
+	       contains(gpa, len);
 }
 
 int GuestMemory::discard(uint64_t gpa, uint64_t len)
@@ -185,7 +186,7 @@ int GuestMemory::populate(uint64_t gpa, uint64_t len)
 		return errno;
 	// Old kernel: fault each page in for write without changing a byte of it. Contents
 	// are unchanged, so this is not a guest-visible write and bypasses the dirty log.
-	for (uint64_t offset = 0; offset < len; offset += kPageBytes)
+	for (uint64_t offset = 0; offset < len; offset += kWirePageBytes)
 		std::atomic_ref<uint8_t>(start[offset]).fetch_or(0, std::memory_order_relaxed);
 	return 0;
 }
@@ -196,15 +197,15 @@ uint64_t GuestMemory::resident_bytes(uint64_t gpa, uint64_t len) const
 		throw std::out_of_range("resident_bytes: range outside guest RAM");
 	if (len == 0)
 		return 0;
-	const uint64_t first = gpa / kPageBytes * kPageBytes;
-	const uint64_t end = align_up(gpa + len, kPageBytes);
-	std::vector<unsigned char> residency((end - first) / kPageBytes);
+	const uint64_t first = gpa / kWirePageBytes * kWirePageBytes;
+	const uint64_t end = align_up(gpa + len, kWirePageBytes);
+	std::vector<unsigned char> residency((end - first) / kWirePageBytes);
 	if (mincore(base_ + first, end - first, residency.data()) != 0)
 		throw std::system_error(errno, std::generic_category(), "mincore on guest RAM");
 	uint64_t resident_pages = 0;
 	for (unsigned char page : residency)
 		resident_pages += page & 1;
-	return resident_pages * kPageBytes;
+	return resident_pages * kWirePageBytes;
 }
 
 } // namespace vbsim

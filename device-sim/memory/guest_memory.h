@@ -22,6 +22,7 @@
 
 #include "memory/little_endian.h"
 #include "migration/dirty_log.h"
+#include "vballoon/spec/virtio_balloon.h"
 
 namespace vbsim
 {
@@ -39,7 +40,10 @@ struct GuestMemoryOptions {
 class GuestMemory
 {
 public:
-	static constexpr uint64_t kPageBytes = 4096;
+	// The host side's one page size: the protocol's 4 KiB wire page (the spec header's
+	// VB_PFN_UNIT_BYTES), which the device, the migration model and the simulated guest
+	// (its pages are 4 KiB) all count in.
+	static constexpr uint64_t kWirePageBytes = VB_PFN_UNIT_BYTES;
 	// Guard regions are this large on each side; big enough that an off-by-a-table
 	// mistake (a 16-byte descriptor index past the end, a 4 KiB page past RAM) lands in one.
 	static constexpr uint64_t kGuardBytes = 64 * 1024;
@@ -125,7 +129,8 @@ private:
 	{
 		DirtyLog* log = dirty_log_.load(std::memory_order_acquire);
 		if (log != nullptr && len != 0)
-			log->mark_range(gpa / kPageBytes, (gpa + len - 1) / kPageBytes - gpa / kPageBytes + 1);
+			log->mark_range(gpa / kWirePageBytes, (gpa + len - 1) / kWirePageBytes -
+								      gpa / kWirePageBytes + 1);
 	}
 	bool page_range_valid(uint64_t gpa, uint64_t len) const;
 

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "memory/guest_memory.h"
 #include "migration/zero_page.h"
 #include "transport/thread_cpu_time.h"
 
@@ -32,7 +33,7 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 // Flags in the header's low bits (QEMU's RAM_SAVE_FLAG_ZERO, _PAGE, _EOS).
 constexpr uint64_t kFlagZero = 0x02;
 constexpr uint64_t kFlagPage = 0x08;

@@ -54,7 +54,7 @@ public:
 	}
 
 private:
-	static constexpr uint64_t kPage = GuestMemory::kPageBytes;
+	static constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 
 	double start_ms_;
 	uint64_t start_bytes_ = 0;

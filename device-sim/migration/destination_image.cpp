@@ -6,6 +6,7 @@
 
 #include <sys/mman.h>
 
+#include "memory/guest_memory.h"
 #include "migration/page_digest.h"
 
 namespace vbsim::migration
@@ -13,7 +14,7 @@ namespace vbsim::migration
 
 namespace
 {
-constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 }
 
 DestinationImage::DestinationImage(uint64_t bytes) : pages_(bytes / kPage)

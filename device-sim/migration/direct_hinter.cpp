@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "migration/direct_hinter.h"
 
+#include "memory/guest_memory.h"
 #include "transport/thread_cpu_time.h"
 
 namespace vbsim::migration
@@ -99,7 +100,8 @@ void DirectHinter::hint_round(uint32_t id)
 			break;
 		held_.push_back(*block);
 		if (observer_)
-			observer_->pages_hinted(id, *block * 4096, kBlockPages * 4096);
+			observer_->pages_hinted(id, *block * GuestMemory::kWirePageBytes,
+						kBlockPages * GuestMemory::kWirePageBytes);
 	}
 	{
 		std::lock_guard lock(mutex_);

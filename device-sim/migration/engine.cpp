@@ -15,7 +15,7 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 
 void check_machine(const MigrationMachine& machine, const MigrationConfig& config)
 {
@@ -33,8 +33,8 @@ void check_machine(const MigrationMachine& machine, const MigrationConfig& confi
 		throw std::invalid_argument(
 			"migration: link bandwidth, max-bandwidth, downtime limit, "
 			"iteration time and sender threads must be positive");
-	for (const PageRange& range : machine.always_dirty)
-		if (range.first_page + range.pages > machine.memory->size() / kPage)
+	for (const PfnRun& range : machine.always_dirty)
+		if (range.first_pfn + range.wire_pages > machine.memory->size() / kPage)
 			throw std::invalid_argument("migration: an always-dirty range lies outside RAM");
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "migration/free_page_tracker.h"
 
+#include "memory/guest_memory.h"
 #include "transport/thread_cpu_time.h"
 #include "vballoon/support/mutant.h"
 
@@ -68,7 +69,7 @@ void FreePageTracker::hint_round_stopped(uint32_t cmd_id)
 void FreePageTracker::pages_hinted(uint32_t cmd_id, uint64_t gpa, uint64_t bytes)
 {
 	const uint64_t start = thread_cpu_ns();
-	constexpr uint64_t kPage = 4096;
+	constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 	const uint64_t pages = bytes / kPage;
 	hinted_.fetch_add(pages, std::memory_order_relaxed);
 	{
@@ -95,14 +96,14 @@ void FreePageTracker::pages_hinted(uint32_t cmd_id, uint64_t gpa, uint64_t bytes
 uint64_t FreePageTracker::apply_pending()
 {
 	const uint64_t start = thread_cpu_ns();
-	std::vector<Range> ranges;
+	std::vector<PfnRun> ranges;
 	{
 		std::lock_guard lock(mutex_);
 		ranges.swap(pending_);
 	}
 	uint64_t cleared = 0;
-	for (const Range& range : ranges)
-		cleared += to_send_.clear_range(range.first_page, range.pages);
+	for (const PfnRun& range : ranges)
+		cleared += to_send_.clear_range(range.first_pfn, range.wire_pages);
 	cleared_.fetch_add(cleared, std::memory_order_relaxed);
 	apply_ns_.fetch_add(thread_cpu_ns() - start, std::memory_order_relaxed);
 	return cleared;
@@ -118,7 +119,7 @@ void FreePageTracker::pages_reported(uint64_t, uint64_t bytes)
 {
 	// The discard itself went through GuestMemory (and the dirty log); the sender learns
 	// that the pages are absent from residency, so only the count is kept here.
-	reported_.fetch_add(bytes / 4096, std::memory_order_relaxed);
+	reported_.fetch_add(bytes / GuestMemory::kWirePageBytes, std::memory_order_relaxed);
 }
 
 } // namespace vbsim::migration

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "balloon/free_page_events.h"
+#include "memory/pfn_run.h"
 #include "migration/page_bitmap.h"
 
 namespace vbsim::migration
@@ -86,10 +87,7 @@ private:
 	std::atomic<uint64_t> apply_ns_{0};
 	bool deferred_ = false;
 	std::function<double()> clock_;
-	struct Range {
-		uint64_t first_page, pages;
-	};
-	std::vector<Range> pending_;	     // under mutex_
+	std::vector<PfnRun> pending_;	     // under mutex_
 	std::vector<double> landings_;	     // under mutex_
 };
 

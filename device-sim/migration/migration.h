@@ -39,6 +39,8 @@
 #include <string_view>
 #include <vector>
 
+#include "memory/pfn_run.h"
+
 namespace vbsim
 {
 
@@ -297,12 +299,6 @@ struct MigrationResult {
 
 using ProgressCallback = std::function<void(const RoundProgress&)>;
 
-// A run of guest page frames.
-struct PageRange {
-	uint64_t first_page = 0;
-	uint64_t pages = 0;
-};
-
 // Host controls of the free page hint (the device's cmd id register), as QEMU's balloon
 // drives them from migration notifiers: a new round after each bitmap sync while the guest
 // runs, STOP before each sync, DONE when migration completes or fails.
@@ -321,9 +317,9 @@ struct MigrationMachine {
 	GuestMemory* memory = nullptr; // the source RAM
 	// Written by the guest without passing GuestMemory's write helpers (the kernel area:
 	// rings, the core's own buffers); sent in every round and at stop-and-copy.
-	std::vector<PageRange> always_dirty;
+	std::vector<PfnRun> always_dirty;
 	// Pages the guest holds in use at the moment of the call (verified after the run).
-	std::function<std::vector<PageRange>()> pages_in_use;
+	std::function<std::vector<PfnRun>()> pages_in_use;
 	// For the hint strategies: the device's host controls and where its events go.
 	FreePageHintControl* hints = nullptr;
 	std::function<void(FreePageEvents*)> set_free_page_observer;

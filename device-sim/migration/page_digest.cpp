@@ -10,6 +10,7 @@
 
 #include <xxhash.h>
 
+#include "memory/guest_memory.h"
 #include "migration/zero_page.h"
 
 namespace vbsim::migration
@@ -18,7 +19,7 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr size_t kPageBytes = 4096;
+constexpr size_t kPageBytes = GuestMemory::kWirePageBytes;
 
 // XXH64 of 4096 zero bytes: what page_digest() maps to 0.
 constexpr uint64_t kZeroPageXxh64 = 0xAC869B6F32D8BBDBull;

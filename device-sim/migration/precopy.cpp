@@ -18,7 +18,7 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 
 double ns_to_ms(uint64_t ns)
 {
@@ -301,8 +301,8 @@ void PreCopy::bitmap_sync(Guest guest, bool keep_harvest)
 	}
 	if (keep_harvest)
 		to_send_.or_words(harvested_.data());
-	for (const PageRange& range : machine_.always_dirty)
-		to_send_.set_range(range.first_page, range.pages);
+	for (const PfnRun& range : machine_.always_dirty)
+		to_send_.set_range(range.first_pfn, range.wire_pages);
 }
 
 // What QEMU's dirty log would count: the kernel area (always_dirty) is re-sent every round
@@ -312,8 +312,8 @@ void PreCopy::bitmap_sync(Guest guest, bool keep_harvest)
 uint64_t PreCopy::pending_logged() const
 {
 	uint64_t n = to_send_.count();
-	for (const PageRange& range : machine_.always_dirty)
-		n -= to_send_.count_range(range.first_page, range.pages);
+	for (const PfnRun& range : machine_.always_dirty)
+		n -= to_send_.count_range(range.first_pfn, range.wire_pages);
 	return n;
 }
 
@@ -396,7 +396,7 @@ void PreCopy::verify()
 void PreCopy::compare_destination()
 {
 	residency_.snapshot();
-	std::vector<PageRange> in_use = machine_.pages_in_use();
+	std::vector<PfnRun> in_use = machine_.pages_in_use();
 	// The kernel area changes whenever the guest's driver or the device runs; it can only
 	// be compared when the machine really stops them.
 	if (machine_.pause_guest)
@@ -406,8 +406,8 @@ void PreCopy::compare_destination()
 	const uint8_t* base = machine_.memory->translate(0, machine_.memory->size());
 	std::vector<bool> checked(ram_pages, false); // a bit per page: 32 MiB at 1 TiB
 	uint64_t first_bad = UINT64_MAX;
-	for (const PageRange& range : in_use) {
-		for (uint64_t page = range.first_page; page < range.first_page + range.pages;
+	for (const PfnRun& range : in_use) {
+		for (uint64_t page = range.first_pfn; page < range.first_pfn + range.wire_pages;
 		     page++) {
 			if (page >= ram_pages || checked[page])
 				continue;

@@ -19,7 +19,7 @@ class Residency
 {
 public:
 	explicit Residency(const GuestMemory& memory)
-	    : memory_(memory), resident_(memory.size() / GuestMemory::kPageBytes)
+	    : memory_(memory), resident_(memory.size() / GuestMemory::kWirePageBytes)
 	{
 	}
 

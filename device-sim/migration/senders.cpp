@@ -18,13 +18,13 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 // A sender claims this many bitmap words at a time: 512 pages, 2 MiB (a multifd packet
 // holds 128 pages by default; bigger claims keep the clock reads per page negligible).
 constexpr uint64_t kChunkWords = 8;
 constexpr uint64_t kChunkPages = kChunkWords * 64;
 // Larger than the last-level cache, so reading it runs at memory speed.
-constexpr uint64_t kPopulatedZeroPages = (256ull << 20) / 4096;
+constexpr uint64_t kPopulatedZeroPages = (256ull << 20) / kPage;
 
 } // namespace
 

@@ -17,13 +17,13 @@ public:
 	SimGuestUserMemory(GuestMemory& ram, SimGuest& guest) : ram_(ram), guest_(guest) {}
 	GuestMemory& ram() override { return ram_; }
 
-	std::vector<PageRange> allocate(uint64_t pages) override
+	std::vector<PfnRun> allocate(uint64_t pages) override
 	{
 		// Unwritten: the workload writes every page it gets whole right after (as a page
 		// fault's zeroing and the program's write land together), each page through the
 		// one marking path of its kind.
 		UserMemory user = guest_.allocate_user_memory(pages, std::nullopt);
-		std::vector<PageRange> runs;
+		std::vector<PfnRun> runs;
 		for (const vb::PageRun& run : user.runs)
 			runs.push_back({run.first_pfn, run.count});
 		return runs;
@@ -32,12 +32,12 @@ public:
 	void shuffle_free_memory(uint64_t seed) override { guest_.allocator().shuffle_free_lists(seed); }
 	void order_free_memory_top_first() override { guest_.allocator().order_free_lists_top_first(); }
 
-	void free(const std::vector<PageRange>& runs) override
+	void free(const std::vector<PfnRun>& runs) override
 	{
 		UserMemory user;
-		for (const PageRange& run : runs) {
-			user.runs.push_back({run.first_page, run.pages});
-			user.pages += run.pages;
+		for (const PfnRun& run : runs) {
+			user.runs.push_back({run.first_pfn, run.wire_pages});
+			user.pages += run.wire_pages;
 		}
 		guest_.free_user_memory(user);
 	}

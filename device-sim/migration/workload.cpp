@@ -22,7 +22,9 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
+// The generator writes whole simulated guest pages.
+static_assert(VBW_PAGE_BYTES == kPage);
 
 class AllocatorUserMemory : public GuestUserMemory
 {
@@ -30,9 +32,9 @@ public:
 	AllocatorUserMemory(GuestMemory& ram, BuddyAllocator& allocator) : ram_(ram), allocator_(allocator) {}
 	GuestMemory& ram() override { return ram_; }
 
-	std::vector<PageRange> allocate(uint64_t pages) override
+	std::vector<PfnRun> allocate(uint64_t pages) override
 	{
-		std::vector<PageRange> runs;
+		std::vector<PfnRun> runs;
 		unsigned order = BuddyAllocator::kMaxOrder;
 		uint64_t got = 0;
 		while (got < pages) {
@@ -54,10 +56,10 @@ public:
 	void shuffle_free_memory(uint64_t seed) override { allocator_.shuffle_free_lists(seed); }
 	void order_free_memory_top_first() override { allocator_.order_free_lists_top_first(); }
 
-	void free(const std::vector<PageRange>& runs) override
+	void free(const std::vector<PfnRun>& runs) override
 	{
-		for (const PageRange& run : runs)
-			if (!allocator_.free_run(run.first_page, run.pages))
+		for (const PfnRun& run : runs)
+			if (!allocator_.free_run(run.first_pfn, run.wire_pages))
 				throw std::logic_error("workload freed pages it did not hold");
 	}
 
@@ -66,27 +68,27 @@ private:
 	BuddyAllocator& allocator_;
 };
 
-uint64_t count_pages(const std::vector<PageRange>& runs)
+uint64_t count_pages(const std::vector<PfnRun>& runs)
 {
 	uint64_t pages = 0;
-	for (const PageRange& run : runs)
-		pages += run.pages;
+	for (const PfnRun& run : runs)
+		pages += run.wire_pages;
 	return pages;
 }
 
 // The pages a region of the generator holds, in its own page order.
 struct Region {
-	std::vector<PageRange> runs;
+	std::vector<PfnRun> runs;
 	std::vector<uint64_t> starts; // region page index of each run's first page
 
-	void assign(std::vector<PageRange> got)
+	void assign(std::vector<PfnRun> got)
 	{
 		runs = std::move(got);
 		starts.clear();
 		uint64_t at = 0;
-		for (const PageRange& run : runs) {
+		for (const PfnRun& run : runs) {
 			starts.push_back(at);
-			at += run.pages;
+			at += run.wire_pages;
 		}
 	}
 	void clear() { assign({}); }
@@ -194,10 +196,10 @@ public:
 		changed_.notify_all();
 	}
 
-	std::vector<PageRange> pages_in_use() const override
+	std::vector<PfnRun> pages_in_use() const override
 	{
 		std::lock_guard lock(mutex_);
-		std::vector<PageRange> in_use = booted_.runs;
+		std::vector<PfnRun> in_use = booted_.runs;
 		in_use.insert(in_use.end(), booted_zero_.runs.begin(), booted_zero_.runs.end());
 		auto add = [&](uint32_t region) {
 			const Region& r = regions_[region];
@@ -232,7 +234,7 @@ private:
 	static uint64_t allocate_cb(void* ctx, uint32_t region, uint64_t pages)
 	{
 		auto* self = static_cast<GuestWorkload*>(ctx);
-		std::vector<PageRange> got = self->memory_.allocate(pages);
+		std::vector<PfnRun> got = self->memory_.allocate(pages);
 		const uint64_t n = count_pages(got);
 		std::lock_guard lock(self->mutex_);
 		self->regions_[region].assign(std::move(got));
@@ -242,7 +244,7 @@ private:
 	static void release_cb(void* ctx, uint32_t region)
 	{
 		auto* self = static_cast<GuestWorkload*>(ctx);
-		std::vector<PageRange> runs;
+		std::vector<PfnRun> runs;
 		{
 			std::lock_guard lock(self->mutex_);
 			runs = std::move(self->regions_[region].runs);
@@ -274,9 +276,9 @@ private:
 		for (uint64_t i = first; i < first + count; i++) {
 			while (run + 1 < r.runs.size() && r.starts[run + 1] <= i)
 				run++;
-			if (run >= r.runs.size() || i - r.starts[run] >= r.runs[run].pages)
+			if (run >= r.runs.size() || i - r.starts[run] >= r.runs[run].wire_pages)
 				throw std::logic_error("workload wrote past its region");
-			const uint64_t page = r.runs[run].first_page + (i - r.starts[run]);
+			const uint64_t page = r.runs[run].first_pfn + (i - r.starts[run]);
 			vbw_fill_page(page_.data(), region, i, stamp);
 			const bool ok = path == VBW_PATH_CACHE ? ram.write(page * kPage, page_.data(), kPage)
 							       : ram.write(page * kPage, page_.data(), kPage, marker);

@@ -44,8 +44,8 @@ public:
 	virtual ~GuestUserMemory() = default;
 	virtual GuestMemory& ram() = 0;
 	// Up to `pages` pages in runs; fewer when the guest is out of memory. Not written yet.
-	virtual std::vector<PageRange> allocate(uint64_t pages) = 0;
-	virtual void free(const std::vector<PageRange>& runs) = 0;
+	virtual std::vector<PfnRun> allocate(uint64_t pages) = 0;
+	virtual void free(const std::vector<PfnRun>& runs) = 0;
 	// Shuffles the guest's free lists (page_alloc.shuffle=1).
 	virtual void shuffle_free_memory(uint64_t seed) = 0;
 	// Orders them top of RAM first, as a guest kernel before 5.10 boots.
@@ -146,7 +146,7 @@ public:
 	// from where it stood (after the warm-up, or the last clock); empty: it stands still.
 	virtual void set_clock(std::function<double()> now_ms) = 0;
 	// Pages the workload holds; call while paused or stopped.
-	virtual std::vector<PageRange> pages_in_use() const = 0;
+	virtual std::vector<PfnRun> pages_in_use() const = 0;
 	virtual WorkloadStats stats() const = 0;
 };
 

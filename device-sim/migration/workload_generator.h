@@ -30,6 +30,8 @@
 extern "C" {
 #endif
 
+/* The guest's page, not the wire page: this file is also built alone, with gcc -static, for
+ * a real guest (tests/guest/guest_image.py), so it includes nothing of ours. */
 #define VBW_PAGE_BYTES 4096u
 #define VBW_PAGE_WORDS (VBW_PAGE_BYTES / 8u)
 #define VBW_MAX_ARENAS 4096u

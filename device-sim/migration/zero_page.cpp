@@ -5,6 +5,8 @@
 
 #include <immintrin.h>
 
+#include "memory/guest_memory.h"
+
 #if defined(__SANITIZE_THREAD__)
 #define VB_RACY_READS 1
 #elif defined(__has_feature)
@@ -19,7 +21,7 @@ namespace vbsim::migration
 namespace
 {
 
-constexpr unsigned kPageBytes = 4096;
+constexpr unsigned kPageBytes = GuestMemory::kWirePageBytes;
 
 #if defined(VB_RACY_READS)
 // The source reads pages a guest thread may be writing; the dirty log makes that safe

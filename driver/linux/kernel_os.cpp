@@ -224,29 +224,29 @@ struct CounterName {
 constexpr CounterName kCounters[] = {
 	{"inflate_messages", &vb::BalloonCounters::inflate_messages},
 	{"deflate_messages", &vb::BalloonCounters::deflate_messages},
-	{"pages_inflated", &vb::BalloonCounters::pages_inflated},
-	{"pages_deflated", &vb::BalloonCounters::pages_deflated},
+	{"pages_inflated", &vb::BalloonCounters::wire_pages_inflated},
+	{"pages_deflated", &vb::BalloonCounters::wire_pages_deflated},
 	{"alloc_failures", &vb::BalloonCounters::alloc_failures},
 	{"oom_calls", &vb::BalloonCounters::oom_calls},
-	{"oom_pages_freed", &vb::BalloonCounters::oom_pages_freed},
+	{"oom_pages_freed", &vb::BalloonCounters::oom_wire_pages_freed},
 	{"stats_reports", &vb::BalloonCounters::stats_reports},
 	{"migrations", &vb::BalloonCounters::migrations},
 	{"foreign_used_buffers", &vb::BalloonCounters::foreign_used_buffers},
-	{"unreachable_pages", &vb::BalloonCounters::unreachable_pages},
+	{"unreachable_pages", &vb::BalloonCounters::unreachable_wire_pages},
 	{"queue_failures", &vb::BalloonCounters::queue_failures},
-	{"pages_device_initialised", &vb::BalloonCounters::pages_device_initialised},
+	{"pages_device_initialised", &vb::BalloonCounters::wire_pages_device_initialised},
 	{"device_init_overclaims", &vb::BalloonCounters::device_init_overclaims},
 	{"hint_rounds", &vb::BalloonCounters::hint_rounds},
 	{"hint_ids_ignored", &vb::BalloonCounters::hint_ids_ignored},
 	{"hint_blocks", &vb::BalloonCounters::hint_blocks},
-	{"hint_pages", &vb::BalloonCounters::hint_pages},
-	{"hint_pages_returned", &vb::BalloonCounters::hint_pages_returned},
-	{"hint_pages_released_early", &vb::BalloonCounters::hint_pages_released_early},
+	{"hint_pages", &vb::BalloonCounters::hint_wire_pages},
+	{"hint_pages_returned", &vb::BalloonCounters::hint_wire_pages_returned},
+	{"hint_pages_released_early", &vb::BalloonCounters::hint_wire_pages_released_early},
 	{"reports", &vb::BalloonCounters::reports},
-	{"pages_reported", &vb::BalloonCounters::pages_reported},
+	{"pages_reported", &vb::BalloonCounters::wire_pages_reported},
 	{"report_failures", &vb::BalloonCounters::report_failures},
 	{"pages_reported_device_initialised",
-	 &vb::BalloonCounters::pages_reported_device_initialised},
+	 &vb::BalloonCounters::wire_pages_reported_device_initialised},
 };
 
 // A counter added to the core must be added above, or debugfs would silently miss it.
@@ -331,12 +331,12 @@ void vballoon_core_release_after_reset(vballoon_core* core)
 	balloon(core).release_after_reset();
 }
 
-uint64_t vballoon_core_target_pfns(vballoon_core* core)
+uint64_t vballoon_core_target_wire_pages(vballoon_core* core)
 {
 	return balloon(core).target_wire_pages();
 }
 
-uint64_t vballoon_core_balloon_pfns(const vballoon_core* core)
+uint64_t vballoon_core_balloon_wire_pages(const vballoon_core* core)
 {
 	return storage(core)->balloon.balloon_wire_pages();
 }

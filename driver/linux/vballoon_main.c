@@ -318,15 +318,16 @@ static void vballoon_release_after_reset(struct vballoon_dev *vb)
 	virtio_break_device(vb->vdev);
 	for (;;) {
 		vballoon_core_release_after_reset(vb->core);
-		if (!vballoon_core_balloon_pfns(vb->core))
+		if (!vballoon_core_balloon_wire_pages(vb->core))
 			return;
 		msleep(VBALLOON_RELEASE_RETRY_MS);
 		waited_ms += VBALLOON_RELEASE_RETRY_MS;
 		if (waited_ms % VBALLOON_RELEASE_REPORT_MS == 0)
 			dev_warn(&vb->vdev->dev,
-				 "%llu pages still isolated by compaction after %lu s; waiting for "
+				 "%llu wire pages still isolated by compaction after %lu s; "
+				 "waiting for "
 				 "them\n",
-				 vballoon_core_balloon_pfns(vb->core), waited_ms / 1000);
+				 vballoon_core_balloon_wire_pages(vb->core), waited_ms / 1000);
 	}
 }
 
@@ -336,8 +337,10 @@ static int vballoon_oom_notify(struct notifier_block *nb, unsigned long unused, 
 {
 	struct vballoon_dev *vb = container_of(nb, struct vballoon_dev, oom_nb);
 	unsigned long *freed = parm;
+	uint64_t freed_wire_pages = vballoon_core_deflate_for_oom(vb->core);
 
-	*freed += vballoon_core_deflate_for_oom(vb->core);
+	/* The notifier counts pages; the core, wire pages. */
+	*freed += freed_wire_pages >> (PAGE_SHIFT - VB_PFN_SHIFT);
 	return NOTIFY_OK;
 }
 
@@ -395,8 +398,8 @@ static int vballoon_counters_show(struct seq_file *m, void *unused)
 	u64 value;
 
 	seq_printf(m, "features 0x%llx\n", vb->vdev->features);
-	seq_printf(m, "target_pfns %llu\n", vballoon_core_target_pfns(vb->core));
-	seq_printf(m, "balloon_pfns %llu\n", vballoon_core_balloon_pfns(vb->core));
+	seq_printf(m, "target_pfns %llu\n", vballoon_core_target_wire_pages(vb->core));
+	seq_printf(m, "balloon_pfns %llu\n", vballoon_core_balloon_wire_pages(vb->core));
 	seq_printf(m, "held_pages %lu\n", READ_ONCE(vb->nr_held_pages));
 	seq_printf(m, "whole_block_pages %lu\n", READ_ONCE(vb->nr_whole_block_pages));
 	seq_printf(m, "whole_blocks_freed %lu\n", READ_ONCE(vb->whole_blocks_freed));

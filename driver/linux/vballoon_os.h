@@ -189,14 +189,16 @@ void vballoon_core_destroy(struct vballoon_core *core);
 bool vballoon_core_prepare(struct vballoon_core *core);
 void vballoon_core_start(struct vballoon_core *core);
 int vballoon_core_adjust(struct vballoon_core *core);
+/* Returns the wire pages (4 KiB) freed: the OOM notifier converts them to pages. */
 uint64_t vballoon_core_deflate_for_oom(struct vballoon_core *core);
 void vballoon_core_handle_stats_request(struct vballoon_core *core);
 bool vballoon_core_migrate_page(struct vballoon_core *core, uint64_t old_pfn, uint64_t new_pfn);
 void vballoon_core_release_all(struct vballoon_core *core);
 /* After the device was reset: every page still ballooned goes back, without a message. */
 void vballoon_core_release_after_reset(struct vballoon_core *core);
-uint64_t vballoon_core_target_pfns(struct vballoon_core *core);
-uint64_t vballoon_core_balloon_pfns(const struct vballoon_core *core);
+/* In wire pages (4 KiB, VB_PFN_SHIFT): the host's target and what the balloon holds. */
+uint64_t vballoon_core_target_wire_pages(struct vballoon_core *core);
+uint64_t vballoon_core_balloon_wire_pages(const struct vballoon_core *core);
 void vballoon_core_set_max_chunk_order(struct vballoon_core *core, unsigned int order);
 
 /* Free page hinting; hint_config_changed() may be called in any context. */

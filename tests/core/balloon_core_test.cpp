@@ -164,7 +164,7 @@ TEST(BalloonCore, TargetBeyondWirePfnsStillStallsCleanly)
 	}
 	EXPECT_EQ(result, vb::StepResult::kStalled);
 	EXPECT_EQ(balloon.balloon_wire_pages(), 8u);
-	EXPECT_GE(balloon.counters().unreachable_pages.get(), 1u);
+	EXPECT_GE(balloon.counters().unreachable_wire_pages.get(), 1u);
 	EXPECT_EQ(os.allocator.counts().balloon, 8u);
 	EXPECT_EQ(os.allocator.counts().used, 0u) << "no page lost";
 }
@@ -191,7 +191,7 @@ TEST(BalloonCore, DeflateOnOomFreesAtMost256PagesAndAllocatesNothing)
 	while ((freed = guest.balloon.deflate_for_oom()) != 0)
 		total += freed;
 	EXPECT_EQ(total, 2000u);
-	EXPECT_EQ(guest.balloon.counters().oom_pages_freed.get(), 2000u);
+	EXPECT_EQ(guest.balloon.counters().oom_wire_pages_freed.get(), 2000u);
 }
 
 TEST(BalloonCore, DeflateOnOomDoesNothingUnlessNegotiated)
@@ -320,6 +320,21 @@ TEST(BalloonCore, RoundsTargetUpToWholeGuestPages)
 	EXPECT_EQ(sent.size(), 48u);
 	for (uint64_t pfn : sent)
 		EXPECT_EQ(os.allocator.state(pfn / 16), vbsim::BuddyAllocator::FrameState::kBalloon);
+}
+
+TEST(BalloonCore, DeflateOnOomCountsWirePagesOnLargePages)
+{
+	// 64 KiB guest pages: the OOM deflate returns wire pages, as deflate() does, and the
+	// OS converts them (the module's notifier: 256 wire pages are 16 of its pages).
+	vb::GuestTraits traits;
+	traits.page_shift = 16;
+	Guest guest(kWithDeflateOnOom, traits);
+	guest.set_target(1024);
+	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
+	EXPECT_EQ(guest.balloon.deflate_for_oom(), vb::Balloon<FakeOs>::kOomDeflateWirePages);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 1024u - 256u);
+	EXPECT_EQ(guest.os.allocator.counts().balloon, (1024u - 256u) / 16);
+	EXPECT_EQ(guest.balloon.counters().oom_wire_pages_freed.get(), 256u);
 }
 
 TEST(BalloonCore, PoisonValueIsWrittenBeforeDriverOkOnlyWhenNegotiated)
@@ -639,7 +654,7 @@ TEST(BalloonCoreInitOnInflate, PagesTheDeviceInitialisedAreFreedAsInitialised)
 		ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
 		EXPECT_EQ(guest.os.initialised.size(), 3000u) << "chunked " << chunked;
 		EXPECT_EQ(guest.os.bitmap_requests, guest.balloon.counters().inflate_messages.get());
-		EXPECT_EQ(guest.balloon.counters().pages_device_initialised.get(), 3000u);
+		EXPECT_EQ(guest.balloon.counters().wire_pages_device_initialised.get(), 3000u);
 		guest.set_target(0);
 		ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
 		EXPECT_EQ(guest.os.freed_initialised, 3000u);

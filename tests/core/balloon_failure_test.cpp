@@ -21,7 +21,7 @@ TEST(BalloonFailure, InflateRefusedGivesBackEveryPageAndStalls)
 	guest.set_target(3000);
 	EXPECT_EQ(guest.balloon.adjust_towards_target(), vb::StepResult::kStalled);
 	expect_accounted(guest, 0);
-	EXPECT_EQ(guest.balloon.counters().pages_inflated.get(), 0u);
+	EXPECT_EQ(guest.balloon.counters().wire_pages_inflated.get(), 0u);
 	EXPECT_GT(guest.balloon.counters().queue_failures.get(), 0u);
 	EXPECT_FALSE(guest.os.events_of(Event::kFree).empty()) << "the allocated pages went back";
 

@@ -178,7 +178,8 @@ TEST(FreePageHint, SmallerBlocksFollowTheLargestAboveAReserve)
 	// break the reserve) 128, 64, 32, 16, and nothing under order 4.
 	const uint64_t small = 512 + 128 + 64 + 32 + 16;
 	EXPECT_EQ(guest.balloon.hint_held_pages(), (kBlocks - 1) * kBlockPages + small);
-	EXPECT_EQ(guest.balloon.counters().hint_pages.get(), (kBlocks - 1) * kBlockPages + small);
+	EXPECT_EQ(guest.balloon.counters().hint_wire_pages.get(),
+		  (kBlocks - 1) * kBlockPages + small);
 	EXPECT_GE(guest.free_pages(), reserve) << "the round drained the guest";
 	std::set<uint64_t> sizes;
 	for (const auto& run : guest.os.hint_list) {
@@ -241,8 +242,8 @@ TEST(FreePageHint, DoneGivesEveryBlockBackAndTheCountsBalance)
 	EXPECT_EQ(guest.free_pages(), kGuestPages);
 	EXPECT_EQ(guest.balloon.hint_held_pages(), 0u);
 	EXPECT_TRUE(guest.os.hint_list.empty());
-	EXPECT_EQ(guest.balloon.counters().hint_pages_returned.get(), kGuestPages);
-	EXPECT_EQ(guest.balloon.counters().hint_pages_released_early.get(), 0u);
+	EXPECT_EQ(guest.balloon.counters().hint_wire_pages_returned.get(), kGuestPages);
+	EXPECT_EQ(guest.balloon.counters().hint_wire_pages_released_early.get(), 0u);
 	EXPECT_TRUE(guest.os.events_of(Event::kInitialise).empty())
 		<< "after DONE the driver need not write the pages";
 	// Each block goes back as the one block it was taken as, and says so.
@@ -335,7 +336,7 @@ TEST(FreePageHint, TheShrinkerTakesBlocksBackMidRoundAndTheRoundGoesOn)
 	guest.handle();
 
 	EXPECT_EQ(released, kBlockPages);
-	EXPECT_EQ(guest.balloon.counters().hint_pages_released_early.get(), kBlockPages);
+	EXPECT_EQ(guest.balloon.counters().hint_wire_pages_released_early.get(), kBlockPages);
 	// Released before DONE: the guest keeps a pattern, so the block goes back unmarked and
 	// the OS writes the pattern as it frees it (the spec's rule for early reuse), once.
 	EXPECT_EQ(guest.os.freed_initialised, 0u);
@@ -382,8 +383,9 @@ TEST(FreePageHint, AfterDoneTheShrinkerNeedNotInitialise)
 	EXPECT_EQ(guest.free_pages(), kGuestPages);
 	EXPECT_EQ(guest.os.freed_initialised, 0u) << "a hinted block trusted to hold the pattern";
 	EXPECT_TRUE(guest.os.events_of(Event::kInitialise).empty());
-	EXPECT_EQ(guest.balloon.counters().hint_pages_released_early.get(), kBlockPages);
-	EXPECT_EQ(guest.balloon.counters().hint_pages_returned.get(), kGuestPages - kBlockPages);
+	EXPECT_EQ(guest.balloon.counters().hint_wire_pages_released_early.get(), kBlockPages);
+	EXPECT_EQ(guest.balloon.counters().hint_wire_pages_returned.get(),
+		  kGuestPages - kBlockPages);
 }
 
 // A guest that keeps no pattern in free pages (Debian's default) writes nothing into the
@@ -431,7 +433,7 @@ TEST(FreePageHint, ADeviceResetMidRoundLosesNoBlock)
 	guest.balloon.hint_device_reset();
 	EXPECT_EQ(guest.balloon.hint_held_pages(), 0u);
 	EXPECT_EQ(guest.free_pages(), kGuestPages);
-	EXPECT_EQ(guest.balloon.counters().hint_pages_released_early.get(), held);
+	EXPECT_EQ(guest.balloon.counters().hint_wire_pages_released_early.get(), held);
 	EXPECT_EQ(guest.os.allocator.check_consistency(), "");
 	// After the reset, the same id starts a fresh round.
 	guest.os.device_gone = false;

@@ -51,7 +51,7 @@ TEST(FreePageReport, OneChainOfDeviceWritableBlocksAcknowledgedBeforeItReturns)
 			kinds.push_back(e.kind);
 	EXPECT_EQ(kinds, (std::vector<Event::Kind>{Event::kAdd, Event::kKick, Event::kAck}));
 	EXPECT_EQ(guest.balloon.counters().reports.get(), 1u);
-	EXPECT_EQ(guest.balloon.counters().pages_reported.get(), 32u * 512);
+	EXPECT_EQ(guest.balloon.counters().wire_pages_reported.get(), 32u * 512);
 	EXPECT_TRUE(guest.os.events_of(Event::kInitialise).empty()) << "reported pages are not touched";
 }
 
@@ -152,10 +152,10 @@ TEST(FreePageReport, DeviceInitReportedTrustsOnlyAUsedLengthOfExactlyTheReport)
 		EXPECT_TRUE(
 			guest.balloon.report_free_pages(runs.data(), runs.size(), &initialised));
 		EXPECT_EQ(initialised, c.trusted) << "used length " << c.used_len;
-		EXPECT_EQ(guest.balloon.counters().pages_reported_device_initialised.get(),
+		EXPECT_EQ(guest.balloon.counters().wire_pages_reported_device_initialised.get(),
 			  c.trusted ? 4u * 512 : 0u);
 		EXPECT_EQ(guest.balloon.counters().device_init_overclaims.get(), c.overclaims);
-		EXPECT_EQ(guest.balloon.counters().pages_reported.get(), 4u * 512)
+		EXPECT_EQ(guest.balloon.counters().wire_pages_reported.get(), 4u * 512)
 			<< "reported either way";
 	}
 }

@@ -590,7 +590,7 @@ TEST(MessengerChunkedDeviceInit, ARangeCountsAsZeroOnlyWithItsBitSetBelowEightTi
 		for (size_t i = 0; i < chain.units.size() && i < used_len * 8u; i++)
 			expected.insert(chain.units[i].begin(), chain.units[i].end());
 		EXPECT_EQ(device.marked_initialised, expected) << "used length " << used_len;
-		EXPECT_EQ(counters.pages_device_initialised.get(), expected.size());
+		EXPECT_EQ(counters.wire_pages_device_initialised.get(), expected.size());
 	}
 	// With only some bits set, exactly those ranges count.
 	RandomDevice device(9, 12, true);

@@ -82,9 +82,9 @@ public:
 		transport_.set_status(0);
 		settle();
 		check();
-		FUZZ_CHECK(device_.host_owned_pages() == 0,
+		FUZZ_CHECK(device_.host_owned_wire_pages() == 0,
 			   "%llu pages still host-owned after a reset",
-			   (unsigned long long)device_.host_owned_pages());
+			   (unsigned long long)device_.host_owned_wire_pages());
 	}
 
 private:
@@ -138,7 +138,7 @@ private:
 		uint64_t newly_owned = 0;
 		for (uint64_t pfn = 0; pfn < ram_pages_; pfn++)
 			newly_owned += device_.host_owns(pfn) && !owned_[pfn];
-		const uint64_t taken = device_.counters().pages_inflated.load();
+		const uint64_t taken = device_.counters().wire_pages_inflated.load();
 		const bool transient = taken - taken_at_last_check_ != newly_owned;
 		taken_at_last_check_ = taken;
 		uint64_t owned_count = 0;
@@ -162,10 +162,10 @@ private:
 					   (unsigned long long)tags_[pfn]);
 			owned_[pfn] = owned;
 		}
-		FUZZ_CHECK(owned_count == device_.host_owned_pages(),
+		FUZZ_CHECK(owned_count == device_.host_owned_wire_pages(),
 			   "ownership bitmap holds %llu pages, the count says %llu",
 			   (unsigned long long)owned_count,
-			   (unsigned long long)device_.host_owned_pages());
+			   (unsigned long long)device_.host_owned_wire_pages());
 	}
 
 	void initialise()
@@ -508,7 +508,7 @@ private:
 			break;
 		}
 		case 10: // the host changes its mind
-			device_.set_target_pages(in_.u8() & 1 ? in_.u32() : in_.u16());
+			device_.set_target_wire_pages(in_.u8() & 1 ? in_.u32() : in_.u16());
 			break;
 		case 11:
 			device_.request_stats();
@@ -568,10 +568,10 @@ private:
 	{
 		check_untouched();
 		const vbsim::BalloonDeviceCounters& counters = device_.counters();
-		const uint64_t owned = device_.host_owned_pages();
-		const uint64_t inflated = counters.pages_inflated.load();
-		const uint64_t deflated = counters.pages_deflated.load();
-		const uint64_t released = counters.pages_released_by_reset.load();
+		const uint64_t owned = device_.host_owned_wire_pages();
+		const uint64_t inflated = counters.wire_pages_inflated.load();
+		const uint64_t deflated = counters.wire_pages_deflated.load();
+		const uint64_t released = counters.wire_pages_released_by_reset.load();
 		FUZZ_CHECK(
 			owned == inflated - deflated - released,
 			"host owns %llu pages, but inflated %llu - deflated %llu - released %llu",
@@ -665,7 +665,7 @@ void run_device_harness(FuzzInput& in)
 	options.discard_mode =
 		in.boolean() ? vbsim::DiscardMode::kPerPage : vbsim::DiscardMode::kMergeRuns;
 	options.require_must_tell_host = in.boolean();
-	options.initial_target_pages = in.u32();
+	options.initial_target_wire_pages = in.u32();
 	options.host_page_bytes = kHostPageChoices[in.u8() % 4];
 
 	DeviceHarness harness(in, ram, std::move(options));

@@ -16,8 +16,8 @@
 //     every page the device vouched for marked (lying_os.h checks each call as it happens:
 //     no free before the deflate ack, at most 256 PFNs per message, ...);
 //   - allocator.check_consistency() is empty, free + used + balloon == managed;
-//   - the core's balloon_pfns() == the balloon list == the allocator's balloon pages, and
-//     == pages_inflated - pages_deflated; `actual` matches; managed pages moved with them;
+//   - the core's balloon_wire_pages() == the balloon list == the allocator's balloon pages, and
+//     == wire_pages_inflated - wire_pages_deflated; `actual` matches; managed pages moved with them;
 //   - a step never overshoots a stable target.
 // At the end the device turns honest, the target drops to zero and release_all() runs:
 // every page must be back in the allocator.
@@ -46,12 +46,12 @@ class Harness
 public:
 	Harness(FuzzInput& ops, FuzzInput& tape, const LyingOsConfig& config)
 	    : in_(ops), config_(config), os_(tape, config),
-	      pfns_per_page_(1u << (config.traits.page_shift - VB_PFN_SHIFT)),
+	      wire_pages_per_page_(1u << (config.traits.page_shift - VB_PFN_SHIFT)),
 	      workspace_(std::make_unique<Core::Workspace>()),
 	      core_(std::make_unique<Core>(os_, config.features, config.traits, *workspace_))
 	{
 		os_.set_core(core_.get(), sizeof(Core));
-		os_.core_pfns = [this] { return core_->balloon_pfns(); };
+		os_.core_wire_pages = [this] { return core_->balloon_wire_pages(); };
 		os_.reenter = [this](uint64_t call) {
 			FUZZ_TRACE("  re-entered from allocation %llu: %s\n",
 				   (unsigned long long)call,
@@ -82,7 +82,7 @@ public:
 		os_.contended = false;
 		os_.num_pages = 0;
 		FUZZ_TRACE("drain (balloon %llu PFNs)\n",
-			   (unsigned long long)core_->balloon_pfns());
+			   (unsigned long long)core_->balloon_wire_pages());
 		// An honest device acknowledges every deflate, so the balloon drains; one that
 		// went away cannot, and the pages wait for the reset below.
 		vb::StepResult result = vb::StepResult::kMoreWork;
@@ -93,7 +93,8 @@ public:
 		FUZZ_CHECK(result == vb::StepResult::kSettled || os_.gone(),
 			   "an honest device, and the balloon did not drain (step result %d, %llu "
 			   "PFNs left)",
-			   static_cast<int>(result), (unsigned long long)core_->balloon_pfns());
+			   static_cast<int>(result),
+			   (unsigned long long)core_->balloon_wire_pages());
 		core_->release_all();
 		check("release_all");
 		// Remove: the OS resets the device, and whatever the host did not acknowledge
@@ -101,9 +102,9 @@ public:
 		os_.reset_device();
 		core_->release_after_reset();
 		check("release_after_reset");
-		FUZZ_CHECK(core_->balloon_pfns() == 0 && os_.ballooned_pages() == 0,
+		FUZZ_CHECK(core_->balloon_wire_pages() == 0 && os_.ballooned_pages() == 0,
 			   "after release_all the core holds %llu PFNs, the lists %llu pages",
-			   (unsigned long long)core_->balloon_pfns(),
+			   (unsigned long long)core_->balloon_wire_pages(),
 			   (unsigned long long)os_.ballooned_pages());
 		for (uint64_t pfn : harness_pages_)
 			os_.harness_free(pfn);
@@ -119,7 +120,7 @@ public:
 private:
 	uint32_t pick_target()
 	{
-		const uint64_t all = config_.pages * pfns_per_page_;
+		const uint64_t all = config_.pages * wire_pages_per_page_;
 		switch (in_.u8() % 8) {
 		case 0:
 			return 0;
@@ -141,18 +142,19 @@ private:
 	uint64_t expected_target() const
 	{
 		const uint64_t wanted = os_.num_pages;
-		return (wanted + pfns_per_page_ - 1) / pfns_per_page_ * pfns_per_page_;
+		return (wanted + wire_pages_per_page_ - 1) / wire_pages_per_page_ *
+		       wire_pages_per_page_;
 	}
 
 	void adjust(const char* what)
 	{
 		const uint64_t target = expected_target();
-		const uint64_t before = core_->balloon_pfns();
+		const uint64_t before = core_->balloon_wire_pages();
 		const vb::StepResult result = core_->adjust_towards_target();
 		check(what);
 		if (volatile_)
 			return;
-		const uint64_t after = core_->balloon_pfns();
+		const uint64_t after = core_->balloon_wire_pages();
 		FUZZ_CHECK(before > target || after <= target,
 			   "inflate overshot: %llu -> %llu PFNs, target %llu",
 			   (unsigned long long)before, (unsigned long long)after,
@@ -191,7 +193,7 @@ private:
 		uint64_t new_pfn;
 		if (!os_.harness_alloc(0, &new_pfn))
 			return;
-		const uint64_t before = core_->balloon_pfns();
+		const uint64_t before = core_->balloon_wire_pages();
 		if (core_->migrate_page(old_pfn, new_pfn)) {
 			os_.take_back_migrated(old_pfn);
 			os_.harness_free(old_pfn);
@@ -201,7 +203,8 @@ private:
 				   "a refused migration moved the old page");
 			os_.harness_free(new_pfn);
 		}
-		FUZZ_CHECK(core_->balloon_pfns() == before, "migration changed the balloon size");
+		FUZZ_CHECK(core_->balloon_wire_pages() == before,
+			   "migration changed the balloon size");
 		if (checked)
 			check("migrate_page");
 	}
@@ -255,7 +258,7 @@ private:
 		os_.begin_op();
 		const unsigned op = in_.u8() % 12;
 		FUZZ_TRACE("op %s (balloon %llu PFNs, target %u)\n", kNames[op],
-			   (unsigned long long)core_->balloon_pfns(), os_.num_pages);
+			   (unsigned long long)core_->balloon_wire_pages(), os_.num_pages);
 		switch (op) {
 		case 0:
 		case 1:
@@ -271,16 +274,19 @@ private:
 			break;
 		}
 		case 4: {
-			const uint64_t before = core_->balloon_pfns();
-			const uint64_t freed = core_->deflate_for_oom();
+			const uint64_t before = core_->balloon_wire_pages();
+			const uint64_t freed_wire_pages = core_->deflate_for_oom();
 			check("deflate_for_oom");
-			FUZZ_CHECK(freed * pfns_per_page_ == before - core_->balloon_pfns(),
-				   "OOM deflate says %llu pages, the balloon shrank by %llu PFNs",
-				   (unsigned long long)freed,
-				   (unsigned long long)(before - core_->balloon_pfns()));
-			FUZZ_CHECK(freed * pfns_per_page_ <= Core::kOomDeflatePfns &&
-					   (freed == 0 || os_.has_feature(VB_F_DEFLATE_ON_OOM)),
-				   "OOM deflate freed %llu pages", (unsigned long long)freed);
+			FUZZ_CHECK(freed_wire_pages == before - core_->balloon_wire_pages(),
+				   "OOM deflate says %llu wire pages, the balloon shrank by %llu",
+				   (unsigned long long)freed_wire_pages,
+				   (unsigned long long)(before - core_->balloon_wire_pages()));
+			FUZZ_CHECK(freed_wire_pages % wire_pages_per_page_ == 0 &&
+					   freed_wire_pages <= Core::kOomDeflateWirePages &&
+					   (freed_wire_pages == 0 ||
+					    os_.has_feature(VB_F_DEFLATE_ON_OOM)),
+				   "OOM deflate freed %llu wire pages",
+				   (unsigned long long)freed_wire_pages);
 			break;
 		}
 		case 5:
@@ -335,22 +341,25 @@ private:
 		FUZZ_CHECK(problems.empty(), "after %s the allocator is inconsistent:\n%s", what,
 			   problems.c_str());
 		const vbsim::BuddyAllocator::Counts counts = os_.allocator.counts();
-		const uint64_t pfns = core_->balloon_pfns();
-		FUZZ_CHECK(
-			pfns == os_.ballooned_pages() * pfns_per_page_ &&
-				counts.balloon == os_.ballooned_pages(),
-			"after %s: core %llu PFNs, list %llu pages, allocator %llu balloon pages",
-			what, (unsigned long long)pfns, (unsigned long long)os_.ballooned_pages(),
-			(unsigned long long)counts.balloon);
+		const uint64_t wire_pages = core_->balloon_wire_pages();
+		FUZZ_CHECK(wire_pages == os_.ballooned_pages() * wire_pages_per_page_ &&
+				   counts.balloon == os_.ballooned_pages(),
+			   "after %s: core %llu wire pages, list %llu pages, allocator %llu "
+			   "balloon pages",
+			   what, (unsigned long long)wire_pages,
+			   (unsigned long long)os_.ballooned_pages(),
+			   (unsigned long long)counts.balloon);
 		const vb::BalloonCounters& counters = core_->counters();
-		FUZZ_CHECK(counters.pages_inflated.get() - counters.pages_deflated.get() == pfns,
+		FUZZ_CHECK(counters.wire_pages_inflated.get() -
+					   counters.wire_pages_deflated.get() ==
+				   wire_pages,
 			   "after %s: inflated %llu - deflated %llu != %llu in the balloon", what,
-			   (unsigned long long)counters.pages_inflated.get(),
-			   (unsigned long long)counters.pages_deflated.get(),
-			   (unsigned long long)pfns);
-		FUZZ_CHECK(os_.actual == static_cast<uint32_t>(pfns),
+			   (unsigned long long)counters.wire_pages_inflated.get(),
+			   (unsigned long long)counters.wire_pages_deflated.get(),
+			   (unsigned long long)wire_pages);
+		FUZZ_CHECK(os_.actual == static_cast<uint32_t>(wire_pages),
 			   "after %s: actual %u, balloon %llu", what, os_.actual,
-			   (unsigned long long)pfns);
+			   (unsigned long long)wire_pages);
 		if (!os_.has_feature(VB_F_DEFLATE_ON_OOM))
 			FUZZ_CHECK(
 				os_.managed_delta == -static_cast<int64_t>(os_.ballooned_pages()),
@@ -362,7 +371,7 @@ private:
 	FuzzInput& in_;
 	const LyingOsConfig config_;
 	LyingOs os_;
-	const uint32_t pfns_per_page_;
+	const uint32_t wire_pages_per_page_;
 	std::unique_ptr<Core::Workspace> workspace_;
 	std::unique_ptr<Core> core_;
 	std::vector<uint64_t> harness_pages_;

@@ -90,7 +90,8 @@ class LyingOs
 public:
 	LyingOs(FuzzInput& tape, const LyingOsConfig& config)
 	    : allocator(config.first_pfn, config.pages), tape_(tape), config_(config),
-	      pages_(config.pages), pfns_per_page_(1u << (config.traits.page_shift - VB_PFN_SHIFT))
+	      pages_(config.pages),
+	      wire_pages_per_page_(1u << (config.traits.page_shift - VB_PFN_SHIFT))
 	{
 	}
 
@@ -544,9 +545,10 @@ public:
 			// Under the lock, from the count it protects: no path can write an older
 			// count after a newer one.
 			FUZZ_CHECK(lock_held_, "actual written without the balloon lock");
-			FUZZ_CHECK(!core_pfns || value == static_cast<uint32_t>(core_pfns()),
+			FUZZ_CHECK(!core_wire_pages ||
+					   value == static_cast<uint32_t>(core_wire_pages()),
 				   "actual %u, the core holds %llu", value,
-				   (unsigned long long)core_pfns());
+				   (unsigned long long)core_wire_pages());
 			actual = value;
 			return;
 		}
@@ -709,7 +711,7 @@ public:
 	bool contended = false;
 	vb::MemoryStats last_stats{};
 	// What the core holds, for checking the `actual` it writes (set by the harness).
-	std::function<uint64_t()> core_pfns;
+	std::function<uint64_t()> core_wire_pages;
 	// Called from inside alloc_pages() where reentry_mask says so.
 	std::function<void(uint64_t call)> reenter;
 
@@ -827,20 +829,21 @@ private:
 				   "PFN array of %u bytes (at most 256 PFNs, whole entries)",
 				   out[0].len);
 			units = out[0].len / 4;
-			FUZZ_CHECK(units % pfns_per_page_ == 0, "%u PFNs split a %u-PFN guest page",
-				   units, pfns_per_page_);
+			FUZZ_CHECK(units % wire_pages_per_page_ == 0,
+				   "%u PFNs split a %u-PFN guest page", units,
+				   wire_pages_per_page_);
 			const auto* wire = reinterpret_cast<const uint32_t*>(out[0].phys_addr);
-			buffer.pages.reserve(units / pfns_per_page_);
+			buffer.pages.reserve(units / wire_pages_per_page_);
 			buffer.units.reserve(units);
-			for (uint32_t i = 0; i < units; i += pfns_per_page_) {
-				FUZZ_CHECK(wire[i] % pfns_per_page_ == 0,
+			for (uint32_t i = 0; i < units; i += wire_pages_per_page_) {
+				FUZZ_CHECK(wire[i] % wire_pages_per_page_ == 0,
 					   "wire PFN %#x is not a page start", wire[i]);
-				for (uint32_t j = 1; j < pfns_per_page_; j++)
+				for (uint32_t j = 1; j < wire_pages_per_page_; j++)
 					FUZZ_CHECK(wire[i + j] == wire[i] + j,
 						   "wire PFNs of one guest page not consecutive");
-				uint64_t page = wire[i] / pfns_per_page_;
+				uint64_t page = wire[i] / wire_pages_per_page_;
 				buffer.pages.push_back(page);
-				for (uint32_t j = 0; j < pfns_per_page_; j++)
+				for (uint32_t j = 0; j < wire_pages_per_page_; j++)
 					buffer.units.push_back({page, 1});
 			}
 		}
@@ -967,7 +970,7 @@ private:
 	std::vector<PageModel> pages_;
 	std::vector<uint64_t> stamps_ = std::vector<uint64_t>(config_.pages, 0);
 	uint64_t message_stamp_ = 0;
-	const uint32_t pfns_per_page_;
+	const uint32_t wire_pages_per_page_;
 	std::array<std::vector<QueueBuffer>, VB_QUEUE_KIND_COUNT> queues_;
 	std::vector<void*> stale_tokens_;
 	void* stats_token_ = nullptr;

@@ -183,7 +183,7 @@ TEST(DirtyLog, ConcurrentWritersNeverLoseAWrite)
 
 TEST(GuestMemoryDirtyLog, EveryWriteHelperMarksItsPagesOnlyWhileAttached)
 {
-	GuestMemory memory({.size_bytes = 64 * GuestMemory::kPageBytes});
+	GuestMemory memory({.size_bytes = 64 * GuestMemory::kWirePageBytes});
 	DirtyLog log(64);
 	const uint8_t bytes[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
 	ASSERT_TRUE(memory.write(0, bytes, sizeof(bytes))); // not attached: not marked

@@ -238,7 +238,7 @@ TEST(Migration, VerifierCatchesAPageLostToAWrongHint)
 	SmallMachine m(kRam);
 	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
 	workload->prepare();
-	const uint64_t victim = workload->pages_in_use().front().first_page + 3;
+	const uint64_t victim = workload->pages_in_use().front().first_pfn + 3;
 	LyingHinter liar(victim);
 	auto machine = m.machine(*workload);
 	machine.hints = &liar;
@@ -260,7 +260,7 @@ MigrationResult migrate_with_an_unlogged_write_at_the_stop(uint64_t victim_offse
 	SmallMachine m(kRam);
 	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
 	workload->prepare();
-	const uint64_t victim = workload->pages_in_use().front().first_page + victim_offset;
+	const uint64_t victim = workload->pages_in_use().front().first_pfn + victim_offset;
 	auto machine = m.machine(*workload);
 	unsigned pauses = 0;
 	machine.pause_guest = [&] {
@@ -302,7 +302,7 @@ TEST(Migration, HintsOfAStoppedRoundAreIgnored)
 	SmallMachine m(kRam);
 	auto workload = make_workload(small_workload(WorkloadKind::kFresh), *m.user_memory);
 	workload->prepare();
-	const uint64_t victim = workload->pages_in_use().front().first_page + 5;
+	const uint64_t victim = workload->pages_in_use().front().first_pfn + 5;
 	struct ReusingHinter : DirectHinter {
 		ReusingHinter(BuddyAllocator& allocator) : DirectHinter(allocator, true) {}
 		void stop_hint_round() override
@@ -470,7 +470,7 @@ class WritesAtTheFirstSync : public Workload
 public:
 	explicit WritesAtTheFirstSync(GuestMemory& memory) : memory_(memory)
 	{
-		const uint64_t last_page = memory.size() / GuestMemory::kPageBytes - 1;
+		const uint64_t last_page = memory.size() / GuestMemory::kWirePageBytes - 1;
 		written_ranges_ = {{512, 4096}, {last_page, 1}};
 	}
 	void prepare() override {}
@@ -481,21 +481,21 @@ public:
 		if (wrote_ || memory_.dirty_log() == nullptr)
 			return;
 		wrote_ = true;
-		for (const PageRange& range : written_ranges_)
-			if (!memory_.fill(range.first_page * GuestMemory::kPageBytes, 0xa5,
-					  range.pages * GuestMemory::kPageBytes))
+		for (const PfnRun& range : written_ranges_)
+			if (!memory_.fill(range.first_pfn * GuestMemory::kWirePageBytes, 0xa5,
+					  range.wire_pages * GuestMemory::kWirePageBytes))
 				throw std::logic_error("outside guest RAM");
 	}
 	void resume() override {}
 	void stop() override {}
 	void set_clock(std::function<double()>) override {}
-	std::vector<PageRange> pages_in_use() const override { return written_ranges_; }
+	std::vector<PfnRun> pages_in_use() const override { return written_ranges_; }
 	WorkloadStats stats() const override { return {}; }
 	bool wrote() const { return wrote_; }
 
 private:
 	GuestMemory& memory_;
-	std::vector<PageRange> written_ranges_;
+	std::vector<PfnRun> written_ranges_;
 	bool wrote_ = false;
 };
 
@@ -507,9 +507,9 @@ TEST(Convergence, AMidPassSyncThatDoesNotConvergeSendsTheWritesItFoldedIntoTheRe
 {
 	SmallMachine m(kRam);
 	// The last page as the host left it after a report: discarded, not resident.
-	const uint64_t last_gpa = kRam - GuestMemory::kPageBytes;
-	ASSERT_EQ(m.memory.discard(last_gpa, GuestMemory::kPageBytes), 0);
-	ASSERT_EQ(m.memory.resident_bytes(last_gpa, GuestMemory::kPageBytes), 0u);
+	const uint64_t last_gpa = kRam - GuestMemory::kWirePageBytes;
+	ASSERT_EQ(m.memory.discard(last_gpa, GuestMemory::kWirePageBytes), 0);
+	ASSERT_EQ(m.memory.resident_bytes(last_gpa, GuestMemory::kWirePageBytes), 0u);
 	WritesAtTheFirstSync workload(m.memory);
 	auto machine = m.machine(workload);
 	MigrationConfig config = config_for(Strategy::kNone, "qemu-7.2");
@@ -821,18 +821,18 @@ uint64_t working_set_span_pages(bool shuffle, uint64_t seed)
 	auto workload = make_workload(config, *m.user_memory);
 	workload->prepare();
 	uint64_t low = UINT64_MAX, high = 0;
-	for (const PageRange& run : workload->pages_in_use()) {
-		low = std::min(low, run.first_page);
-		high = std::max(high, run.first_page + run.pages);
+	for (const PfnRun& run : workload->pages_in_use()) {
+		low = std::min(low, run.first_pfn);
+		high = std::max(high, run.first_pfn + run.wire_pages);
 	}
 	return high - low;
 }
 
-uint64_t pages_in(const std::vector<PageRange>& runs)
+uint64_t pages_in(const std::vector<PfnRun>& runs)
 {
 	uint64_t n = 0;
-	for (const PageRange& run : runs)
-		n += run.pages;
+	for (const PfnRun& run : runs)
+		n += run.wire_pages;
 	return n;
 }
 

@@ -25,12 +25,12 @@ struct SmallMachine {
 	static constexpr uint64_t kKernelPages = 256; // 1 MiB
 
 	explicit SmallMachine(uint64_t ram_bytes, PageBacking backing = PageBacking::kSmallPages)
-		: memory({.size_bytes = ram_bytes, .backing = backing}),
-		  allocator(kKernelPages, ram_bytes / GuestMemory::kPageBytes - kKernelPages),
-		  user_memory(make_allocator_user_memory(memory, allocator)), hinter(allocator, true)
+	    : memory({.size_bytes = ram_bytes, .backing = backing}),
+	      allocator(kKernelPages, ram_bytes / GuestMemory::kWirePageBytes - kKernelPages),
+	      user_memory(make_allocator_user_memory(memory, allocator)), hinter(allocator, true)
 	{
 		// The kernel area holds data written outside the write helpers: make it non-zero.
-		std::vector<uint8_t> kernel(kKernelPages * GuestMemory::kPageBytes, 0x5a);
+		std::vector<uint8_t> kernel(kKernelPages * GuestMemory::kWirePageBytes, 0x5a);
 		uint8_t* base = memory.translate(0, kernel.size());
 		std::copy(kernel.begin(), kernel.end(), base);
 	}
@@ -44,11 +44,13 @@ struct SmallMachine {
 			blocks.push_back(*block);
 		uint64_t pages = 0;
 		for (uint64_t block : blocks) {
-			const uint64_t bytes = GuestMemory::kPageBytes << BuddyAllocator::kMaxOrder;
-			if (memory.discard(block * GuestMemory::kPageBytes, bytes) != 0)
+			const uint64_t bytes = GuestMemory::kWirePageBytes
+					       << BuddyAllocator::kMaxOrder;
+			if (memory.discard(block * GuestMemory::kWirePageBytes, bytes) != 0)
 				throw std::runtime_error("discard failed");
 			if (observer)
-				observer->pages_reported(block * GuestMemory::kPageBytes, bytes);
+				observer->pages_reported(block * GuestMemory::kWirePageBytes,
+							 bytes);
 			allocator.free_run(block, uint64_t{1} << BuddyAllocator::kMaxOrder);
 			pages += uint64_t{1} << BuddyAllocator::kMaxOrder;
 		}

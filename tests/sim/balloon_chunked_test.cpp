@@ -20,7 +20,7 @@ namespace
 using test::TestGuest;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint64_t kPfn = TestGuest::kFirstFreePfn;
 
 BalloonProfile chunked_profile()
@@ -69,8 +69,8 @@ protected:
 	// Nothing of a refused inflate was acted on: no page taken, none discarded.
 	void expect_nothing_ballooned()
 	{
-		EXPECT_EQ(device.host_owned_pages(), 0u);
-		EXPECT_EQ(device.counters().pages_discarded.load(), 0u);
+		EXPECT_EQ(device.host_owned_wire_pages(), 0u);
+		EXPECT_EQ(device.counters().wire_pages_discarded.load(), 0u);
 		EXPECT_EQ(device.counters().inflate_requests.load(), 0u);
 		EXPECT_EQ(memory.resident_bytes(0, kRamBytes), kRamBytes);
 	}
@@ -95,12 +95,12 @@ TEST_F(BalloonChunked, ARangeNotInWholePagesRefusesTheWholeRequest)
 
 	// The same on deflate: the good range stays in the balloon.
 	EXPECT_EQ(send(VB_QUEUE_INFLATE, {range(kPfn + 64, 8)}), 0u);
-	ASSERT_EQ(device.host_owned_pages(), 8u);
+	ASSERT_EQ(device.host_owned_wire_pages(), 8u);
 	for (const ChainBuffer& b : bad)
 		EXPECT_EQ(send(VB_QUEUE_DEFLATE, {range(kPfn + 64, 8), b}), 0u);
 	EXPECT_EQ(rejected(BalloonRejection::kChunkMisaligned), 6u);
 	EXPECT_EQ(host_owned_in(kPfn + 64, 8), 8u);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 0u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 0u);
 }
 
 TEST_F(BalloonChunked, ARangeRunningPastTheEndOfRamRefusesTheWholeRequest)
@@ -116,9 +116,9 @@ TEST_F(BalloonChunked, ARangeRunningPastTheEndOfRamRefusesTheWholeRequest)
 
 	// The last pages of RAM themselves are fine.
 	EXPECT_EQ(send(VB_QUEUE_INFLATE, {range(last_pfn - 1, 2)}), 0u);
-	EXPECT_EQ(device.host_owned_pages(), 2u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 2u);
 	EXPECT_EQ(send(VB_QUEUE_DEFLATE, {range(last_pfn - 1, 2), crossing}), 0u);
-	EXPECT_EQ(device.host_owned_pages(), 2u) << "a deflate past RAM is refused whole too";
+	EXPECT_EQ(device.host_owned_wire_pages(), 2u) << "a deflate past RAM is refused whole too";
 }
 
 TEST_F(BalloonChunked, OverlappingRangesRefuseTheWholeRequest)
@@ -135,11 +135,11 @@ TEST_F(BalloonChunked, OverlappingRangesRefuseTheWholeRequest)
 
 	// Adjacent ranges share no page and are fine.
 	EXPECT_EQ(send(VB_QUEUE_INFLATE, {range(kPfn + 4, 4), range(kPfn, 4)}), 0u);
-	EXPECT_EQ(device.host_owned_pages(), 8u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 8u);
 	// On deflate an overlap is refused whole as well.
 	EXPECT_EQ(send(VB_QUEUE_DEFLATE, {range(kPfn, 8), range(kPfn + 7, 1)}), 0u);
 	EXPECT_EQ(rejected(BalloonRejection::kChunkOverlap), 4u);
-	EXPECT_EQ(device.host_owned_pages(), 8u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 8u);
 	EXPECT_EQ(rejected(BalloonRejection::kPfnNotHostOwned), 0u);
 }
 
@@ -152,7 +152,7 @@ TEST_F(BalloonChunked, DeviceWritableDescriptorsAreRefusedWithoutABitmapFeature)
 	EXPECT_EQ(send(VB_QUEUE_INFLATE, {range(kPfn, 4)}), 0u);
 	EXPECT_EQ(send(VB_QUEUE_DEFLATE, {range(kPfn, 4)}, {{scratch, 8}}), 0u);
 	EXPECT_EQ(rejected(BalloonRejection::kWritableBuffer), 2u);
-	EXPECT_EQ(device.host_owned_pages(), 4u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 4u);
 }
 
 TEST_F(BalloonChunked, AsManyRangesAsTheRingHoldsAreOneRequest)
@@ -165,14 +165,14 @@ TEST_F(BalloonChunked, AsManyRangesAsTheRingHoldsAreOneRequest)
 		ranges.push_back(range(kPfn + 2 * i, 1));
 	EXPECT_EQ(send(VB_QUEUE_INFLATE, ranges), 0u);
 	EXPECT_EQ(device.counters().inflate_requests.load(), 1u);
-	EXPECT_EQ(device.host_owned_pages(), count);
+	EXPECT_EQ(device.host_owned_wire_pages(), count);
 	for (unsigned i = 0; i < count; i++) {
 		EXPECT_TRUE(device.host_owns(kPfn + 2 * i));
 		EXPECT_FALSE(device.host_owns(kPfn + 2 * i + 1));
 	}
 	EXPECT_EQ(memory.resident_bytes(kPfn * kPage, 2 * count * kPage), count * kPage);
 	EXPECT_EQ(send(VB_QUEUE_DEFLATE, ranges), 0u);
-	EXPECT_EQ(device.host_owned_pages(), 0u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
 }
 
 TEST_F(BalloonChunked, RangesInAnIndirectTableAreServedAsDirectOnes)
@@ -185,7 +185,7 @@ TEST_F(BalloonChunked, RangesInAnIndirectTableAreServedAsDirectOnes)
 						    range(kPfn + 64, 512), range(kPfn + 1024, 1)});
 	EXPECT_GE(ring.num_free(), ring.size() - 1u);
 	ASSERT_TRUE(guest.wait_for(VB_QUEUE_INFLATE, token));
-	EXPECT_EQ(device.host_owned_pages(), 16u + 16 + 512 + 1);
+	EXPECT_EQ(device.host_owned_wire_pages(), 16u + 16 + 512 + 1);
 	EXPECT_EQ(host_owned_in(kPfn + 64, 512), 512u);
 	EXPECT_EQ(memory.resident_bytes((kPfn + 64) * kPage, 512 * kPage), 0u);
 }
@@ -196,7 +196,7 @@ TEST_F(BalloonChunked, PagesComeBackInAnyGroupingTheDriverNames)
 	EXPECT_EQ(send(VB_QUEUE_INFLATE, {range(kPfn, 512)}), 0u);
 	EXPECT_EQ(send(VB_QUEUE_INFLATE, {range(kPfn + 1024, 4)}), 0u);
 	EXPECT_EQ(send(VB_QUEUE_INFLATE, {range(kPfn + 1028, 4)}), 0u);
-	ASSERT_EQ(device.host_owned_pages(), 520u);
+	ASSERT_EQ(device.host_owned_wire_pages(), 520u);
 
 	// Pieces of the big one, in another order and size than it went in.
 	EXPECT_EQ(send(VB_QUEUE_DEFLATE, {range(kPfn + 300, 12), range(kPfn + 1, 2)}), 0u);
@@ -213,24 +213,24 @@ TEST_F(BalloonChunked, PagesComeBackInAnyGroupingTheDriverNames)
 	std::vector<ChainBuffer> rest = {range(kPfn, 1), range(kPfn + 3, 297),
 					 range(kPfn + 312, 200)};
 	EXPECT_EQ(send(VB_QUEUE_DEFLATE, rest), 0u);
-	EXPECT_EQ(device.host_owned_pages(), 0u);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 520u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 520u);
 	EXPECT_EQ(rejected(BalloonRejection::kPfnNotHostOwned), 0u);
 }
 
 TEST_F(BalloonChunked, AResetGivesEveryRangedPageBack)
 {
 	EXPECT_EQ(send(VB_QUEUE_INFLATE, {range(kPfn, 512), range(kPfn + 1024, 7)}), 0u);
-	ASSERT_EQ(device.host_owned_pages(), 519u);
+	ASSERT_EQ(device.host_owned_wire_pages(), 519u);
 	device.transport().set_status(0);
-	EXPECT_EQ(device.host_owned_pages(), 0u);
-	EXPECT_EQ(device.counters().pages_released_by_reset.load(), 519u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
+	EXPECT_EQ(device.counters().wire_pages_released_by_reset.load(), 519u);
 	// After a fresh start the same ranges go in again as new pages, not as repeats.
 	TestGuest again(memory, device.transport());
 	again.start();
 	ASSERT_TRUE(
 		again.wait_for(VB_QUEUE_INFLATE, again.post(VB_QUEUE_INFLATE, {range(kPfn, 512)})));
-	EXPECT_EQ(device.host_owned_pages(), 512u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 512u);
 	EXPECT_EQ(rejected(BalloonRejection::kPfnAlreadyHostOwned), 0u);
 }
 
@@ -250,11 +250,11 @@ TEST(BalloonChunkedLegacy, ALegacyDriverMayNegotiateRangesAndUseThem)
 	ASSERT_EQ(memory.populate(0, kRamBytes), 0);
 	ASSERT_TRUE(
 		guest.wait_for(VB_QUEUE_INFLATE, guest.post(VB_QUEUE_INFLATE, {range(kPfn, 512)})));
-	EXPECT_EQ(device.host_owned_pages(), 512u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 512u);
 	EXPECT_EQ(memory.resident_bytes(kPfn * kPage, 512 * kPage), 0u);
 	ASSERT_TRUE(guest.wait_for(VB_QUEUE_DEFLATE,
 				   guest.post(VB_QUEUE_DEFLATE, {range(kPfn + 8, 504)})));
-	EXPECT_EQ(device.host_owned_pages(), 8u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 8u);
 }
 
 } // namespace

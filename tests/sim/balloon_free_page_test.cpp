@@ -22,7 +22,7 @@ using test::TestGuest;
 using Event = FreePageRecorder::Event;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint64_t kFreeGpa = TestGuest::kDriverAreaBytes; // above the test driver's rings
 constexpr uint64_t kMiB = 1ull << 20;
 
@@ -92,7 +92,7 @@ TEST_F(FreePageDevice, ARoundIsRecordedFromItsIdToStopAndThePagesAreLeftAlone)
 	EXPECT_EQ(events[2].gpa, kFreeGpa + kMiB);
 	EXPECT_EQ(events[3].kind, Event::kStopped);
 	EXPECT_EQ(events[3].cmd_id, id);
-	EXPECT_EQ(device.counters().pages_hinted.load(), 2 * kMiB / kPage);
+	EXPECT_EQ(device.counters().wire_pages_hinted.load(), 2 * kMiB / kPage);
 	EXPECT_EQ(device.counters().hint_rounds_started.load(), 1u);
 	EXPECT_EQ(device.counters().hint_rounds_stopped.load(), 1u);
 	// Hints are recorded, not acted on: the pages keep their bytes and stay resident.
@@ -122,7 +122,7 @@ TEST_F(FreePageDevice, AStaleIdAndBlocksOutsideTheCurrentRoundAreIgnored)
 	ASSERT_TRUE(send_id(old_id)); // the driver answers a round the host already replaced
 	ASSERT_TRUE(send_block(kFreeGpa, kMiB));
 	EXPECT_EQ(device.counters().hint_ids_ignored.load(), 1u);
-	EXPECT_EQ(device.counters().pages_hint_ignored.load(), kMiB / kPage);
+	EXPECT_EQ(device.counters().wire_pages_hint_ignored.load(), kMiB / kPage);
 	EXPECT_EQ(recorder.count(Event::kHinted), 0u);
 
 	ASSERT_TRUE(send_id(new_id));
@@ -144,7 +144,7 @@ TEST_F(FreePageDevice, BlocksAfterTheHostSaidStopAreIgnored)
 	ASSERT_TRUE(send_block(kFreeGpa + kMiB, kMiB));
 	ASSERT_TRUE(send_id(VB_CMD_ID_STOP));
 	EXPECT_EQ(recorder.bytes(Event::kHinted, id), kMiB);
-	EXPECT_EQ(device.counters().pages_hint_ignored.load(), kMiB / kPage);
+	EXPECT_EQ(device.counters().wire_pages_hint_ignored.load(), kMiB / kPage);
 	EXPECT_EQ(recorder.count(Event::kStopped), 1u);
 }
 
@@ -191,14 +191,14 @@ TEST_F(FreePageDevice, EverySegmentOfAHintChainIsCheckedAndHinted)
 	EXPECT_EQ(events[1].bytes, 2 * kMiB);
 	EXPECT_EQ(events[2].gpa, kFreeGpa + 4 * kMiB);
 	EXPECT_EQ(events[2].bytes, kMiB);
-	EXPECT_EQ(device.counters().pages_hinted.load(), 3 * kMiB / kPage);
+	EXPECT_EQ(device.counters().wire_pages_hinted.load(), 3 * kMiB / kPage);
 
 	ASSERT_TRUE(guest.wait_for(
 		VB_QUEUE_FREE_PAGE,
 		guest.post(VB_QUEUE_FREE_PAGE, {},
 			   {{kFreeGpa + 6 * kMiB, kMiB}, {kRamBytes - kPage, 2 * kPage}})));
 	EXPECT_EQ(device.ring_rejections(VB_QUEUE_FREE_PAGE, RingRejection::kBufferOutsideRam), 1u);
-	EXPECT_EQ(device.counters().pages_hinted.load(), 3 * kMiB / kPage)
+	EXPECT_EQ(device.counters().wire_pages_hinted.load(), 3 * kMiB / kPage)
 		<< "part of a refused chain used";
 }
 
@@ -227,7 +227,7 @@ TEST_F(FreePageDevice, ReportedRangesAreDiscardedBeforeTheAckAndReadZero)
 	EXPECT_TRUE(bytes_are(memory, kFreeGpa, 2 * kMiB, 0));
 	EXPECT_TRUE(bytes_are(memory, kFreeGpa + 2 * kMiB, kMiB, 0x5a));
 	EXPECT_EQ(device.counters().report_requests.load(), 1u);
-	EXPECT_EQ(device.counters().pages_reported_discarded.load(), 3 * kMiB / kPage);
+	EXPECT_EQ(device.counters().wire_pages_reported_discarded.load(), 3 * kMiB / kPage);
 	EXPECT_EQ(recorder.bytes(Event::kReported), 3 * kMiB);
 }
 
@@ -268,8 +268,8 @@ TEST_F(FreePageDevice, WithANonZeroPoisonReportedPagesKeepTheirContents)
 	ASSERT_TRUE(memory.fill(kFreeGpa, 0xaa, kMiB));
 	ASSERT_TRUE(send_report({{kFreeGpa, static_cast<uint32_t>(kMiB)}}));
 	EXPECT_TRUE(bytes_are(memory, kFreeGpa, kMiB, 0xaa)) << "a discarded page would read zero, not poison";
-	EXPECT_EQ(device.counters().pages_reported_kept.load(), kMiB / kPage);
-	EXPECT_EQ(device.counters().pages_reported_discarded.load(), 0u);
+	EXPECT_EQ(device.counters().wire_pages_reported_kept.load(), kMiB / kPage);
+	EXPECT_EQ(device.counters().wire_pages_reported_discarded.load(), 0u);
 }
 
 class FreePageDeviceCloudHypervisor : public FreePageDevice

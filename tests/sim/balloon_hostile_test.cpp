@@ -20,7 +20,7 @@ using test::RamSnapshot;
 using test::TestGuest;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint32_t kRamPfns = kRamBytes / GuestMemory::kPageBytes;
+constexpr uint32_t kRamPfns = kRamBytes / GuestMemory::kWirePageBytes;
 constexpr uint32_t kPfn = TestGuest::kFirstFreePfn;
 
 class BalloonHostile : public ::testing::Test
@@ -47,9 +47,9 @@ protected:
 	// Nothing was discarded or taken by the host.
 	void expect_nothing_ballooned()
 	{
-		EXPECT_EQ(device.counters().pages_discarded.load(), 0u);
+		EXPECT_EQ(device.counters().wire_pages_discarded.load(), 0u);
 		EXPECT_EQ(device.counters().discard_calls.load(), 0u);
-		EXPECT_EQ(device.host_owned_pages(), 0u);
+		EXPECT_EQ(device.host_owned_wire_pages(), 0u);
 		EXPECT_EQ(memory.resident_bytes(0, kRamBytes), kRamBytes);
 	}
 	void expect_still_working()
@@ -78,8 +78,8 @@ TEST_F(BalloonHostile, PfnsBeyondRamAreRefusedOneByOne)
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE,
 				    {kPfn, kRamPfns, 0xffffffffu, kPfn + 1, kRamPfns - 1}));
 	EXPECT_EQ(rejected(BalloonRejection::kPfnOutsideRam), 2u);
-	EXPECT_EQ(device.counters().pages_inflated.load(), 3u);
-	EXPECT_EQ(device.counters().pages_discarded.load(), 3u);
+	EXPECT_EQ(device.counters().wire_pages_inflated.load(), 3u);
+	EXPECT_EQ(device.counters().wire_pages_discarded.load(), 3u);
 	EXPECT_TRUE(device.host_owns(kRamPfns - 1));
 	EXPECT_FALSE(device.host_owns(kRamPfns));
 	// Deflating them is refused the same way.
@@ -119,7 +119,7 @@ TEST_F(BalloonHostile, APfnSplitAcrossDescriptorsIsStillOnePfn)
 				   guest.post(VB_QUEUE_INFLATE, {{gpa, 3}, {gpa + 3, 5}})));
 	EXPECT_TRUE(device.host_owns(kPfn + 7));
 	EXPECT_TRUE(device.host_owns(kPfn + 9));
-	EXPECT_EQ(device.counters().pages_inflated.load(), 2u);
+	EXPECT_EQ(device.counters().wire_pages_inflated.load(), 2u);
 }
 
 TEST_F(BalloonHostile, DoubleInflateAndStrayDeflateAreCountedAndHarmless)
@@ -127,11 +127,11 @@ TEST_F(BalloonHostile, DoubleInflateAndStrayDeflateAreCountedAndHarmless)
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, {kPfn, kPfn}));
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, {kPfn}));
 	EXPECT_EQ(rejected(BalloonRejection::kPfnAlreadyHostOwned), 2u);
-	EXPECT_EQ(device.counters().pages_inflated.load(), 1u);
+	EXPECT_EQ(device.counters().wire_pages_inflated.load(), 1u);
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_DEFLATE, {kPfn, kPfn + 1}));
 	EXPECT_EQ(rejected(BalloonRejection::kPfnNotHostOwned), 1u);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 1u);
-	EXPECT_EQ(device.host_owned_pages(), 0u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 1u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
 }
 
 TEST_F(BalloonHostile, RingCorruptionOnTheInflateQueueIsRefusedAndReturned)
@@ -183,7 +183,7 @@ TEST_F(BalloonHostileFirecracker, MoreThan256PfnsAreRefusedAsFirecrackerDoes)
 	EXPECT_EQ(rejected(BalloonRejection::kPfnArrayTooLarge), 1u);
 	expect_nothing_ballooned();
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, TestGuest::pfn_range(kPfn, 256)));
-	EXPECT_EQ(device.host_owned_pages(), 256u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 256u);
 	EXPECT_EQ(device.counters().requests_over_peer_cap.load(), 0u);
 }
 
@@ -205,7 +205,7 @@ TEST_F(BalloonHostile, AnAvailIndexJumpNeedsAResetAndTheDeviceRecovers)
 	// Reset and bind again: the device serves a fresh driver.
 	TestGuest again(memory, device.transport());
 	again.start();
-	EXPECT_EQ(device.host_owned_pages(), 0u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
 	ASSERT_TRUE(again.send_pfns(VB_QUEUE_INFLATE, {kPfn + 3}));
 	EXPECT_TRUE(device.host_owns(kPfn + 3));
 }

@@ -22,7 +22,7 @@ namespace
 using test::TestGuest;
 
 constexpr uint64_t kRamBytes = 32ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint32_t kRequests = 8;
 constexpr uint32_t kRunPages = 128;
 // Request r holds two runs of 128 pages, 128 pages apart, so every request has a gap the
@@ -78,12 +78,12 @@ TEST_P(BalloonInflate, DiscardsExactlyTheInflatedPagesWithTheExpectedCalls)
 	const uint64_t pages = uint64_t{kRequests} * 2 * kRunPages;
 	const BalloonDeviceCounters& counters = device.counters();
 	EXPECT_EQ(counters.inflate_requests.load(), kRequests);
-	EXPECT_EQ(counters.pages_inflated.load(), pages);
-	EXPECT_EQ(counters.pages_discarded.load(), pages);
+	EXPECT_EQ(counters.wire_pages_inflated.load(), pages);
+	EXPECT_EQ(counters.wire_pages_discarded.load(), pages);
 	EXPECT_EQ(counters.discard_failures.load(), 0u);
 	EXPECT_EQ(counters.discard_calls.load(),
 		  mode == DiscardMode::kPerPage ? pages : 2u * kRequests);
-	EXPECT_EQ(device.host_owned_pages(), pages);
+	EXPECT_EQ(device.host_owned_wire_pages(), pages);
 	EXPECT_EQ(device.chains_processed(VB_QUEUE_INFLATE), kRequests);
 	EXPECT_EQ(device.kicks_received(VB_QUEUE_INFLATE), kRequests);
 
@@ -111,8 +111,8 @@ TEST_P(BalloonInflate, DiscardsExactlyTheInflatedPagesWithTheExpectedCalls)
 	// Deflate everything: the pages are the guest's again and usable.
 	for (uint32_t r = 0; r < kRequests; ++r)
 		ASSERT_TRUE(guest.send_pfns(VB_QUEUE_DEFLATE, request_pfns(r)));
-	EXPECT_EQ(counters.pages_deflated.load(), pages);
-	EXPECT_EQ(device.host_owned_pages(), 0u);
+	EXPECT_EQ(counters.wire_pages_deflated.load(), pages);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
 	EXPECT_EQ(counters.rejected_by(BalloonRejection::kPfnNotHostOwned), 0u);
 	ASSERT_TRUE(memory.write_le<uint64_t>(balloon_area, 0x1234));
 	EXPECT_EQ(memory.resident_bytes(balloon_area, kPage), kPage);
@@ -151,7 +151,7 @@ TEST(BalloonTarget, TheDriverSeesTheTargetAndReportsActual)
 	BalloonDevice device(memory, {.profile = qemu_7_2_profile()});
 	TestGuest guest(memory, device.transport());
 	guest.start();
-	device.set_target_pages(256);
+	device.set_target_wire_pages(256);
 	ASSERT_EQ(device.transport().wait_for_config_change(test::kHangTimeout), 1u);
 	// The driver sees the host's wish as a little-endian le32 in its config space.
 	uint8_t wire[4] = {};
@@ -163,16 +163,16 @@ TEST(BalloonTarget, TheDriverSeesTheTargetAndReportsActual)
 	// `actual` is the driver's report, kept apart from the host's wish and from what the
 	// host holds: a driver reporting fewer pages than it sent changes neither.
 	ASSERT_TRUE(device.transport().config_write32(VB_CONFIG_ACTUAL_OFFSET, 200));
-	EXPECT_EQ(device.actual_pages(), 200u);
-	EXPECT_EQ(device.target_pages(), 256u);
-	EXPECT_EQ(device.host_owned_pages(), 256u);
+	EXPECT_EQ(device.actual_wire_pages(), 200u);
+	EXPECT_EQ(device.target_wire_pages(), 256u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 256u);
 	// Only whole le32 writes count: half a field is refused and changes nothing.
 	const uint16_t half = 7;
 	EXPECT_FALSE(device.transport().config_write(VB_CONFIG_ACTUAL_OFFSET, &half, sizeof(half)));
-	EXPECT_EQ(device.actual_pages(), 200u);
+	EXPECT_EQ(device.actual_wire_pages(), 200u);
 	// The driver cannot move the target.
 	EXPECT_FALSE(device.transport().config_write32(VB_CONFIG_NUM_PAGES_OFFSET, 1));
-	EXPECT_EQ(device.target_pages(), 256u);
+	EXPECT_EQ(device.target_wire_pages(), 256u);
 }
 
 TEST(BalloonReset, AResetGivesEveryPageBackAndClearsActual)
@@ -185,9 +185,9 @@ TEST(BalloonReset, AResetGivesEveryPageBackAndClearsActual)
 				    TestGuest::pfn_range(TestGuest::kFirstFreePfn, 100)));
 	ASSERT_TRUE(device.transport().config_write32(VB_CONFIG_ACTUAL_OFFSET, 100));
 	device.transport().set_status(0);
-	EXPECT_EQ(device.host_owned_pages(), 0u);
-	EXPECT_EQ(device.counters().pages_released_by_reset.load(), 100u);
-	EXPECT_EQ(device.actual_pages(), 0u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
+	EXPECT_EQ(device.counters().wire_pages_released_by_reset.load(), 100u);
+	EXPECT_EQ(device.actual_wire_pages(), 0u);
 }
 
 } // namespace

@@ -30,7 +30,7 @@ using test::TestGuest;
 using Event = FreePageRecorder::Event;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint32_t kPfn = TestGuest::kFirstFreePfn;
 constexpr uint64_t kWithoutMustTellHost = ~VB_FEATURE(VB_F_MUST_TELL_HOST);
 
@@ -125,9 +125,9 @@ TEST_F(LegacyDeviceRequiringMustTellHost, ALegacyDriverWithoutMustTellHostIsServ
 
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_INFLATE, TestGuest::pfn_range(kPfn, 8)));
 	ASSERT_TRUE(guest.send_pfns(VB_QUEUE_DEFLATE, TestGuest::pfn_range(kPfn, 4)));
-	EXPECT_EQ(device.counters().pages_inflated.load(), 8u);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 4u);
-	EXPECT_EQ(device.host_owned_pages(), 4u);
+	EXPECT_EQ(device.counters().wire_pages_inflated.load(), 8u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 4u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 4u);
 }
 
 // BAL-DEV-LEG-02: without MUST_TELL_HOST the guest may use ballooned pages before it tells
@@ -148,7 +148,7 @@ TEST_F(LegacyDevice, AGuestWithoutMustTellHostKeepsWhatItWroteBeforeTellingTheHo
 
 	EXPECT_TRUE(bytes_are(memory, gpa, 4 * kPage, 0x5a));
 	EXPECT_EQ(memory.resident_bytes(gpa, 4 * kPage), 4 * kPage);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 4u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 4u);
 	EXPECT_EQ(device.counters().rejected_by(BalloonRejection::kPfnNotHostOwned), 0u);
 	for (uint32_t pfn = kPfn; pfn < kPfn + 4; ++pfn)
 		EXPECT_FALSE(device.host_owns(pfn)) << pfn;
@@ -165,13 +165,13 @@ TEST_F(LegacyDevice, ConfigFieldsStayLittleEndianForABigEndianGuest)
 	guest.driver_ok();
 	EXPECT_EQ(device.poison_value(), 0xaabbccddu);
 
-	device.set_target_pages(0x01020304);
+	device.set_target_wire_pages(0x01020304);
 	EXPECT_EQ(config_bytes(VB_CONFIG_NUM_PAGES_OFFSET), (std::array<uint8_t, 4>{4, 3, 2, 1}));
-	EXPECT_EQ(device.target_pages(), 0x01020304u);
+	EXPECT_EQ(device.target_wire_pages(), 0x01020304u);
 
 	const std::array<uint8_t, 4> actual = {0x0b, 0x0a, 0, 0}; // 0x0a0b
 	ASSERT_TRUE(transport().config_write(VB_CONFIG_ACTUAL_OFFSET, actual.data(), 4));
-	EXPECT_EQ(device.actual_pages(), 0x0a0bu);
+	EXPECT_EQ(device.actual_wire_pages(), 0x0a0bu);
 
 	const uint32_t id = device.start_hint_round();
 	ASSERT_GE(id, VB_CMD_ID_MIN_RUN);
@@ -190,23 +190,23 @@ TEST_F(LegacyDevice, ActualIsTakenOnlyOnceItsMostSignificantByteIsWritten)
 	for (uint32_t byte = 0; byte < 3; ++byte) {
 		ASSERT_TRUE(write_config_byte(VB_CONFIG_ACTUAL_OFFSET + byte,
 					      static_cast<uint8_t>(first >> (8 * byte))));
-		EXPECT_EQ(device.actual_pages(), 0u) << "after byte " << byte;
+		EXPECT_EQ(device.actual_wire_pages(), 0u) << "after byte " << byte;
 	}
 	ASSERT_TRUE(write_config_byte(VB_CONFIG_ACTUAL_OFFSET + 3, first >> 24));
-	EXPECT_EQ(device.actual_pages(), first);
+	EXPECT_EQ(device.actual_wire_pages(), first);
 
 	// The same with 16-bit halves: the old value stands until the upper half lands.
 	const uint16_t low = to_le<uint16_t>(0x7788), high = to_le<uint16_t>(0x5566);
 	ASSERT_TRUE(transport().config_write(VB_CONFIG_ACTUAL_OFFSET, &low, 2));
-	EXPECT_EQ(device.actual_pages(), first);
+	EXPECT_EQ(device.actual_wire_pages(), first);
 	ASSERT_TRUE(transport().config_write(VB_CONFIG_ACTUAL_OFFSET + 2, &high, 2));
-	EXPECT_EQ(device.actual_pages(), 0x55667788u);
+	EXPECT_EQ(device.actual_wire_pages(), 0x55667788u);
 	EXPECT_EQ(device.counters().actual_partial_writes.load(), 4u);
 
 	// Byte writes stay confined to `actual`, and misaligned ones are refused.
 	EXPECT_FALSE(write_config_byte(VB_CONFIG_NUM_PAGES_OFFSET, 1));
 	EXPECT_FALSE(transport().config_write(VB_CONFIG_ACTUAL_OFFSET + 1, &low, 2));
-	EXPECT_EQ(device.actual_pages(), 0x55667788u);
+	EXPECT_EQ(device.actual_wire_pages(), 0x55667788u);
 }
 
 // BAL-DEV-LEG-05: stats entries of a big-endian legacy guest are read in its byte order.
@@ -286,7 +286,7 @@ TEST_F(LegacyDevice, HintCommandIdsOfABigEndianGuestAreReadInItsByteOrder)
 	EXPECT_EQ(events[1].bytes, 1u << 20);
 	EXPECT_EQ(events[2].kind, Event::kStopped);
 	EXPECT_EQ(device.counters().hint_ids_ignored.load(), 0u);
-	EXPECT_EQ(device.counters().pages_hinted.load(), (1u << 20) / kPage);
+	EXPECT_EQ(device.counters().wire_pages_hinted.load(), (1u << 20) / kPage);
 }
 
 // What stays as it was: a modern driver on the same transitional device is little-endian

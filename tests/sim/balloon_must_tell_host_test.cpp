@@ -49,7 +49,7 @@ TEST_F(BalloonDeflateGate, PagesStayHostOwnedUntilTheAck)
 	EXPECT_FALSE(guest.ring(VB_QUEUE_DEFLATE).has_used());
 	for (uint32_t pfn = kPfn; pfn < kPfn + 32; ++pfn)
 		EXPECT_TRUE(device.host_owns(pfn)) << pfn;
-	EXPECT_EQ(device.counters().pages_deflated.load(), 0u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 0u);
 
 	device.release_deflate_acks();
 	ASSERT_TRUE(guest.wait_for(VB_QUEUE_DEFLATE, deflate));
@@ -57,7 +57,7 @@ TEST_F(BalloonDeflateGate, PagesStayHostOwnedUntilTheAck)
 	for (uint32_t pfn = kPfn; pfn < kPfn + 32; ++pfn)
 		EXPECT_FALSE(device.host_owns(pfn)) << pfn;
 	EXPECT_TRUE(device.host_owns(kPfn + 32));
-	EXPECT_EQ(device.counters().pages_deflated.load(), 32u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 32u);
 	EXPECT_EQ(device.held_deflate_acks(), 0u);
 }
 
@@ -76,7 +76,7 @@ TEST_F(BalloonDeflateGate, HeldAcksAreReleasedInArrivalOrder)
 	EXPECT_EQ(ring.get_used(&len), first);
 	EXPECT_EQ(ring.get_used(&len), second);
 	EXPECT_EQ(ring.get_used(&len), third);
-	EXPECT_EQ(device.counters().pages_deflated.load(), 3u);
+	EXPECT_EQ(device.counters().wire_pages_deflated.load(), 3u);
 }
 
 TEST_F(BalloonDeflateGate, InflatesStillFlowWhileDeflatesAreHeld)
@@ -96,8 +96,8 @@ TEST_F(BalloonDeflateGate, AResetDropsHeldAcksAndGivesEveryPageBack)
 	ASSERT_TRUE(device.wait_for_held_deflate_acks(1, kHangTimeout));
 	device.transport().set_status(0);
 	EXPECT_EQ(device.held_deflate_acks(), 0u);
-	EXPECT_EQ(device.host_owned_pages(), 0u);
-	EXPECT_EQ(device.counters().pages_released_by_reset.load(), 64u);
+	EXPECT_EQ(device.host_owned_wire_pages(), 0u);
+	EXPECT_EQ(device.counters().wire_pages_released_by_reset.load(), 64u);
 	// Releasing after the reset has nothing to ack and touches no queue.
 	device.release_deflate_acks();
 	TestGuest again(memory, device.transport());

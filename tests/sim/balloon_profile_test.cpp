@@ -149,7 +149,7 @@ class BalloonConfigPolicy : public ::testing::Test
 {
 protected:
 	GuestMemory memory{{.size_bytes = 16ull << 20}};
-	BalloonDevice device{memory, {.profile = full_profile(), .initial_target_pages = 42}};
+	BalloonDevice device{memory, {.profile = full_profile(), .initial_target_wire_pages = 42}};
 	Transport& transport = device.transport();
 	TestGuest guest{memory, transport};
 };
@@ -159,14 +159,14 @@ TEST_F(BalloonConfigPolicy, TheDriverWritesActualAndNothingOfTheDevices)
 	EXPECT_EQ(transport.config_read32(VB_CONFIG_NUM_PAGES_OFFSET), 42u);
 	guest.start();
 	EXPECT_TRUE(transport.config_write32(VB_CONFIG_ACTUAL_OFFSET, 17));
-	EXPECT_EQ(device.actual_pages(), 17u);
+	EXPECT_EQ(device.actual_wire_pages(), 17u);
 	EXPECT_FALSE(transport.config_write32(VB_CONFIG_NUM_PAGES_OFFSET, 1));
 	EXPECT_FALSE(transport.config_write32(VB_CONFIG_FREE_PAGE_HINT_CMD_ID_OFFSET, 5));
 	const uint16_t half = 1;
 	EXPECT_FALSE(
 		transport.config_write(VB_CONFIG_ACTUAL_OFFSET, &half, sizeof(half))); // partial
-	EXPECT_EQ(device.target_pages(), 42u);
-	EXPECT_EQ(device.actual_pages(), 17u);
+	EXPECT_EQ(device.target_wire_pages(), 42u);
+	EXPECT_EQ(device.actual_wire_pages(), 17u);
 	EXPECT_EQ(transport.counters().config_writes_rejected.load(), 3u);
 }
 
@@ -191,7 +191,7 @@ TEST_F(BalloonConfigPolicy, SettingTheTargetRaisesAConfigInterrupt)
 {
 	guest.start();
 	const uint32_t generation = transport.config_generation();
-	device.set_target_pages(1000);
+	device.set_target_wire_pages(1000);
 	EXPECT_EQ(transport.wait_for_config_change(test::kHangTimeout), 1u);
 	EXPECT_EQ(transport.config_read32(VB_CONFIG_NUM_PAGES_OFFSET), 1000u);
 	EXPECT_EQ(transport.config_generation(), generation + 1);

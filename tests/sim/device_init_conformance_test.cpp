@@ -28,7 +28,7 @@ using test::bytes_are;
 using test::TestGuest;
 
 constexpr uint64_t kRamBytes = 16ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 constexpr uint64_t kHugePage = 2ull << 20;
 constexpr uint32_t kPfn = TestGuest::kFirstFreePfn + 16;
 constexpr uint64_t kWithoutPoison = ~VB_FEATURE(VB_F_PAGE_POISON);
@@ -136,7 +136,7 @@ TEST(DeviceInitOnInflate, OnePfnComesBackZeroWithItsBitAndUsedLengthOne)
 	// Resident size first: reading a discarded page maps the zero page, which mincore counts.
 	EXPECT_EQ(rig.memory.resident_bytes(kPfn * kPage, kPage), 0u);
 	EXPECT_TRUE(bytes_are(rig.memory, kPfn * kPage, kPage, 0));
-	EXPECT_EQ(rig.device.counters().pages_reported_initialised.load(), 1u);
+	EXPECT_EQ(rig.device.counters().wire_pages_reported_initialised.load(), 1u);
 }
 
 TEST(DeviceInitOnInflate, WithoutThePropertyTheBitIsNotOfferedAndTheUsedLengthIsZero)
@@ -146,7 +146,7 @@ TEST(DeviceInitOnInflate, WithoutThePropertyTheBitIsNotOfferedAndTheUsedLengthIs
 	ASSERT_FALSE(features & VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE));
 	EXPECT_FALSE(rig.guest.features() & VB_FEATURE(VB_F_DEVICE_INIT_ON_INFLATE));
 	EXPECT_EQ(rig.inflate({kPfn}, 0, nullptr), 0u);
-	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 1u);
+	EXPECT_EQ(rig.device.counters().wire_pages_inflated.load(), 1u);
 }
 
 TEST(DeviceInitOnInflate, FourPfnsSetTheLowFourBitsAndAllFourPagesReadZero)
@@ -175,7 +175,7 @@ TEST(DeviceInitReported, AReportedPageComesBackZeroWithUsedLengthItsSize)
 	// Resident size first: reading a discarded page maps the zero page, which mincore counts.
 	EXPECT_EQ(rig.memory.resident_bytes(kPfn * kPage, kPage), 0u);
 	EXPECT_TRUE(bytes_are(rig.memory, kPfn * kPage, kPage, 0));
-	EXPECT_EQ(rig.device.counters().pages_reported_device_initialised.load(), 1u);
+	EXPECT_EQ(rig.device.counters().wire_pages_reported_device_initialised.load(), 1u);
 }
 
 TEST(DeviceInitReported, WithThePropertyOffAReportIsStillDiscardedButItsUsedLengthIsZero)
@@ -188,7 +188,7 @@ TEST(DeviceInitReported, WithThePropertyOffAReportIsStillDiscardedButItsUsedLeng
 
 	EXPECT_EQ(rig.report({{kPfn * kPage, static_cast<uint32_t>(kPage)}}), 0u);
 	EXPECT_EQ(rig.memory.resident_bytes(kPfn * kPage, kPage), 0u);
-	EXPECT_EQ(rig.device.counters().pages_reported_device_initialised.load(), 0u);
+	EXPECT_EQ(rig.device.counters().wire_pages_reported_device_initialised.load(), 0u);
 }
 
 TEST(DeviceInitReported, NegotiationMatrixOfTheOnOffAutoProperty)
@@ -236,8 +236,9 @@ TEST(DeviceInitOnInflate, ANonZeroPoisonValLeavesTheBitmapAloneWithUsedLengthZer
 	uint8_t bitmap = 0;
 	EXPECT_EQ(rig.inflate(TestGuest::pfn_range(kPfn, 4), 1, &bitmap, 0x5a), 0u);
 	EXPECT_EQ(bitmap, 0x5a) << "mst's device does not touch the bitmap";
-	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 4u) << "the inflate itself proceeds";
-	EXPECT_EQ(rig.device.counters().pages_reported_initialised.load(), 0u);
+	EXPECT_EQ(rig.device.counters().wire_pages_inflated.load(), 4u)
+		<< "the inflate itself proceeds";
+	EXPECT_EQ(rig.device.counters().wire_pages_reported_initialised.load(), 0u);
 	EXPECT_EQ(rig.device.counters().rejected_by(BalloonRejection::kBitmapMissing), 0u);
 }
 
@@ -368,12 +369,12 @@ TEST(DeviceInitOnInflate, AShortBitmapRefusesTheRequestAndAMissingOneInflatesWit
 	uint8_t bitmap[2] = {};
 	EXPECT_EQ(rig.inflate(TestGuest::pfn_range(kPfn, 9), 1, bitmap, 0x33), 0u);
 	EXPECT_EQ(bitmap[0], 0x33);
-	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 0u);
+	EXPECT_EQ(rig.device.counters().wire_pages_inflated.load(), 0u);
 	EXPECT_EQ(rig.device.counters().rejected_by(BalloonRejection::kBitmapMissing), 1u);
 	EXPECT_TRUE(bytes_are(rig.memory, kPfn * kPage, 9 * kPage, 0xaa));
 	// No writable buffer at all: an inflate without a bitmap, as on mst's device.
 	EXPECT_EQ(rig.inflate(TestGuest::pfn_range(kPfn, 9), 0, nullptr), 0u);
-	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 9u);
+	EXPECT_EQ(rig.device.counters().wire_pages_inflated.load(), 9u);
 }
 
 // Bits 20 and 7 together (spec/proposals/vb-f-x-chunked.md, 5.5.6.x.3): n ranges at
@@ -411,13 +412,13 @@ TEST(DeviceInitOnInflate, WithChunksAMissingOrShortBitmapRefusesTheWholeRequest)
 	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 1, bitmap, 0x33), 0u);
 	EXPECT_EQ(bitmap[0], 0x33);
 	EXPECT_EQ(rig.device.counters().rejected_by(BalloonRejection::kBitmapMissing), 2u);
-	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 0u);
+	EXPECT_EQ(rig.device.counters().wire_pages_inflated.load(), 0u);
 	EXPECT_EQ(rig.device.counters().inflate_requests.load(), 0u);
 	EXPECT_TRUE(bytes_are(rig.memory, kPfn * kPage, 18 * kPage, 0xaa));
 	EXPECT_EQ(rig.memory.resident_bytes(kPfn * kPage, 18 * kPage), 18 * kPage);
 	// Two bytes: acted on.
 	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 2, bitmap), 2u);
-	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 9u);
+	EXPECT_EQ(rig.device.counters().wire_pages_inflated.load(), 9u);
 }
 
 TEST(DeviceInitOnInflate, WithChunksEveryBitBeyondTheDiscardedRangesIsCleared)
@@ -445,8 +446,8 @@ TEST(DeviceInitOnInflate, WithChunksANonZeroPoisonValClearsEveryBitAndStillUsesT
 	EXPECT_EQ(rig.inflate_chunks(one_page_ranges(9), 2, bitmap, 0xff), 2u);
 	EXPECT_EQ(bitmap[0], 0x00);
 	EXPECT_EQ(bitmap[1], 0x00);
-	EXPECT_EQ(rig.device.counters().pages_inflated.load(), 9u) << "the inflate proceeds";
-	EXPECT_EQ(rig.device.counters().pages_reported_initialised.load(), 0u);
+	EXPECT_EQ(rig.device.counters().wire_pages_inflated.load(), 9u) << "the inflate proceeds";
+	EXPECT_EQ(rig.device.counters().wire_pages_reported_initialised.load(), 0u);
 }
 
 TEST(DeviceInitOnInflate, WithChunksTheUsedLengthIsCeilNOver8WhenActedOnAndZeroWhenRefused)

@@ -16,7 +16,7 @@ namespace
 {
 
 constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kPage = GuestMemory::kPageBytes;
+constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 
 TEST(GuestMemory, RefusesSizesThatAreNotWholePages)
 {

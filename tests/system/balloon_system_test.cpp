@@ -44,11 +44,11 @@ TEST_P(NegotiationWithProfile, TakesWhatTheDriverServesAndBalloonsThroughTheRigh
 	// Queues are dense: stats, when present, is queue 2.
 	bool stats = device_bits & VB_FEATURE(VB_F_STATS_VQ);
 	EXPECT_EQ(machine.device.queue_index(VB_QUEUE_STATS), stats ? 2 : -1);
-	EXPECT_EQ(machine.device.actual_pages(), 3000u);
-	EXPECT_EQ(machine.device.host_owned_pages(), 3000u);
+	EXPECT_EQ(machine.device.actual_wire_pages(), 3000u);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 3000u);
 	EXPECT_GT(machine.device.chains_processed(VB_QUEUE_INFLATE), 0u);
 	EXPECT_EQ(machine.balloon_to(0), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 0u);
 	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
 	for (unsigned reason = 0; reason < vbsim::kBalloonRejectionCount; reason++)
 		EXPECT_EQ(machine.device.counters().rejected[reason].load(), 0u) << "rejection " << reason;
@@ -121,7 +121,7 @@ TEST_P(InflateDiscards, ResidentMemoryDropsAndDeflatedPagesReadZero)
 	}
 	EXPECT_EQ(listed, kBalloonPages);
 	const vbsim::BalloonDeviceCounters& counters = machine.device.counters();
-	EXPECT_EQ(counters.pages_discarded.load(), kBalloonPages);
+	EXPECT_EQ(counters.wire_pages_discarded.load(), kBalloonPages);
 	if (GetParam() == vbsim::DiscardMode::kPerPage)
 		EXPECT_EQ(counters.discard_calls.load(), kBalloonPages) << "one madvise per 4 KiB PFN";
 	else
@@ -247,8 +247,8 @@ TEST(AbsurdTarget, IsPursuedOnlyWhileFreePagesLastAndLosesNothing)
 
 	EXPECT_EQ(machine.balloon_to(0xffffffffu), vb::StepResult::kStalled);
 	uint64_t expected = machine.guest_pages() - 1000;
-	EXPECT_EQ(machine.device.actual_pages(), expected);
-	EXPECT_EQ(machine.device.host_owned_pages(), expected);
+	EXPECT_EQ(machine.device.actual_wire_pages(), expected);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), expected);
 	EXPECT_EQ(machine.guest.allocator().counts().free, 0u);
 	EXPECT_EQ(machine.guest.allocator().counts().used, 1000u) << "the guest's own pages untouched";
 	EXPECT_GT(machine.guest.core()->counters().alloc_failures.get(), 0u);
@@ -272,9 +272,11 @@ TEST(DeflateOnOom, AGuestOutOfMemorySurvivesAndTheBalloonShrinks)
 	EXPECT_EQ(hog.pages, 2000u);
 	const vb::BalloonCounters& driver = machine.guest.core()->counters();
 	EXPECT_GE(driver.oom_calls.get(), (2000u - 256 + 255) / 256);
-	EXPECT_LE(driver.oom_pages_freed.get(), driver.oom_calls.get() * 256) << "at most 256 per call";
-	EXPECT_EQ(machine.device.actual_pages(), pages - 256 - driver.oom_pages_freed.get());
-	EXPECT_EQ(machine.device.host_owned_pages(), machine.device.actual_pages());
+	EXPECT_LE(driver.oom_wire_pages_freed.get(), driver.oom_calls.get() * 256)
+		<< "at most 256 per call";
+	EXPECT_EQ(machine.device.actual_wire_pages(),
+		  pages - 256 - driver.oom_wire_pages_freed.get());
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), machine.device.actual_wire_pages());
 	machine.guest.free_user_memory(hog);
 }
 
@@ -287,7 +289,7 @@ TEST(DeflateOnOom, WithoutTheFeatureTheBalloonKeepsItsPages)
 	vbsim::UserMemory hog = machine.guest.allocate_user_memory(2000, 0x44);
 	EXPECT_TRUE(hog.oom_killed);
 	EXPECT_EQ(hog.pages, 256u);
-	EXPECT_EQ(machine.device.actual_pages(), pages - 256);
+	EXPECT_EQ(machine.device.actual_wire_pages(), pages - 256);
 	machine.guest.free_user_memory(hog);
 }
 
@@ -301,9 +303,9 @@ TEST(Remove, WhileInflatedReturnsEveryPage)
 	machine.guest.remove();
 	// Told to the host page by page before the reset (a reset would also empty the host's
 	// side, which is why that alone proves nothing).
-	EXPECT_EQ(machine.device.counters().pages_deflated.load(), 5000u);
-	EXPECT_EQ(machine.device.counters().pages_released_by_reset.load(), 0u);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(machine.device.counters().wire_pages_deflated.load(), 5000u);
+	EXPECT_EQ(machine.device.counters().wire_pages_released_by_reset.load(), 0u);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 0u);
 	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
 	EXPECT_EQ(machine.guest.os().balloon_list().pages(), 0u);
 }
@@ -317,10 +319,10 @@ TEST(Compaction, MovedPagesStayBalloonedAndTheHostFollows)
 	uint64_t moved_from = runs.front().first_pfn;
 	ASSERT_TRUE(machine.guest.migrate_balloon_page(moved_from));
 	EXPECT_FALSE(machine.device.host_owns(moved_from));
-	EXPECT_EQ(machine.device.host_owned_pages(), 1024u);
-	EXPECT_EQ(machine.device.actual_pages(), 1024u);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 1024u);
+	EXPECT_EQ(machine.device.actual_wire_pages(), 1024u);
 	ASSERT_EQ(machine.balloon_to(0), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 0u);
 }
 
 } // namespace

@@ -28,8 +28,8 @@ Observation observe(Machine& machine)
 {
 	auto counts = machine.guest.allocator().counts();
 	uint64_t managed_gpa = machine.guest.allocator().first_pfn() * kPageBytes;
-	return {machine.device.actual_pages(),
-		machine.device.host_owned_pages(),
+	return {machine.device.actual_wire_pages(),
+		machine.device.host_owned_wire_pages(),
 		counts.free,
 		counts.used,
 		counts.balloon,
@@ -92,7 +92,7 @@ TEST(ChunkedInflate, EachChunkIsOneDiscard)
 	vbsim::UserMemory dirty = machine.guest.allocate_user_memory(machine.guest_pages(), 0x5a);
 	machine.guest.free_user_memory(dirty);
 	ASSERT_EQ(machine.balloon_to(4096), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.counters().pages_discarded.load(), 4096u);
+	EXPECT_EQ(machine.device.counters().wire_pages_discarded.load(), 4096u);
 
 	MachineOptions merging = options;
 	merging.device.discard_mode = vbsim::DiscardMode::kMergeRuns;
@@ -101,7 +101,7 @@ TEST(ChunkedInflate, EachChunkIsOneDiscard)
 	ASSERT_EQ(merged.balloon_to(4096), vb::StepResult::kSettled);
 	// 16 MiB in 2 MiB chunks: at most 8 discards, fewer where chunks are adjacent.
 	EXPECT_LE(merged.device.counters().discard_calls.load(), 8u);
-	EXPECT_EQ(merged.device.counters().pages_discarded.load(), 4096u);
+	EXPECT_EQ(merged.device.counters().wire_pages_discarded.load(), 4096u);
 }
 
 TEST(ChunkedInflate, AMisalignedChunkIsRejectedWholeAndCounted)
@@ -123,7 +123,8 @@ TEST(ChunkedInflate, AMisalignedChunkIsRejectedWholeAndCounted)
 	EXPECT_EQ(machine.guest.os().queue_wait_used(vb::QueueKind::kInflate, &len), &token);
 	machine.guest.os().unlock();
 	EXPECT_EQ(machine.device.counters().rejected_by(vbsim::BalloonRejection::kChunkMisaligned), 1u);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u) << "nothing of the request was acted on";
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 0u)
+		<< "nothing of the request was acted on";
 }
 
 // BAL-DRV-XCH-08: with MUST_TELL_HOST no page of a deflated range is reused before the
@@ -172,7 +173,7 @@ TEST_P(HostInitialisedPages, DeflatedPagesHoldThePatternAndOnlyTheGuestsShareIsW
 
 	const vbsim::SimOsCounters& guest = machine.guest.os().counters();
 	if (c.device_promises) {
-		EXPECT_EQ(machine.device.counters().pages_reported_initialised.load(), 4096u);
+		EXPECT_EQ(machine.device.counters().wire_pages_reported_initialised.load(), 4096u);
 		EXPECT_EQ(guest.pages_skipped_initialising.load(), 4096u);
 		EXPECT_EQ(guest.pages_initialised_by_guest.load(), 0u);
 	} else {
@@ -246,9 +247,9 @@ TEST(HugePageBacking, AHostPageIsDiscardedOnlyWhenAllOfItIsBallooned)
 		}
 	}
 	EXPECT_GT(whole, 0u);
-	EXPECT_EQ(machine.device.counters().pages_discarded.load(), whole * 512);
+	EXPECT_EQ(machine.device.counters().wire_pages_discarded.load(), whole * 512);
 	ASSERT_EQ(machine.balloon_to(0), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 0u);
 }
 
 TEST(HugePageBacking, ChunksOfAWholeHostPageAreDiscardedAtOnce)
@@ -260,7 +261,7 @@ TEST(HugePageBacking, ChunksOfAWholeHostPageAreDiscardedAtOnce)
 	Machine machine(options);
 	machine.boot();
 	ASSERT_EQ(machine.balloon_to(4096), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.counters().pages_discarded.load(), 4096u);
+	EXPECT_EQ(machine.device.counters().wire_pages_discarded.load(), 4096u);
 	EXPECT_LE(machine.device.counters().discard_calls.load(), 8u);
 }
 

@@ -50,8 +50,8 @@ TEST(DeviceInitSystem, DeflatedPagesTheDeviceInitialisedAreNotInitialisedAgain)
 		machine.guest.os().counters().pages_initialised_by_guest.load();
 
 	ASSERT_EQ(machine.balloon_to(4096), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.counters().pages_reported_initialised.load(), 4096u);
-	EXPECT_EQ(machine.guest.core()->counters().pages_device_initialised.get(), 4096u);
+	EXPECT_EQ(machine.device.counters().wire_pages_reported_initialised.load(), 4096u);
+	EXPECT_EQ(machine.guest.core()->counters().wire_pages_device_initialised.get(), 4096u);
 	ASSERT_EQ(machine.balloon_to(0), vb::StepResult::kSettled);
 	const auto& guest = machine.guest.os().counters();
 	EXPECT_EQ(guest.pages_initialised_by_guest.load(), written_before) << "the device did it";
@@ -83,7 +83,7 @@ TEST(DeviceInitSystem, WithoutTheOptInNeitherBitIsTakenAndTheGuestInitialisesIts
 	ASSERT_EQ(machine.balloon_to(0), vb::StepResult::kSettled);
 	EXPECT_EQ(machine.guest.os().counters().pages_skipped_initialising.load(), 0u);
 	EXPECT_GE(machine.guest.os().counters().pages_initialised_by_guest.load(), 2048u);
-	EXPECT_EQ(machine.device.counters().pages_reported_initialised.load(), 0u);
+	EXPECT_EQ(machine.device.counters().wire_pages_reported_initialised.load(), 0u);
 }
 
 TEST(DeviceInitSystem, APoisoningGuestLeavesBit7Alone)
@@ -142,8 +142,10 @@ ReportRun reuse_reported_memory(bool opt_in)
 	run.reads_zero = user_memory_is_zero(machine.memory, user);
 	EXPECT_EQ(run.zeroed + run.skipped, machine.guest_pages());
 	if (opt_in) {
-		EXPECT_EQ(machine.guest.core()->counters().pages_reported_device_initialised.get(),
-			  machine.guest.core()->counters().pages_reported.get());
+		EXPECT_EQ(machine.guest.core()
+				  ->counters()
+				  .wire_pages_reported_device_initialised.get(),
+			  machine.guest.core()->counters().wire_pages_reported.get());
 	}
 	machine.guest.free_user_memory(user);
 	return run;

@@ -26,9 +26,9 @@ MachineOptions with_faults(const vbsim::FaultPlan& faults)
 void expect_agreement(Machine& machine, uint64_t ballooned)
 {
 	EXPECT_EQ(machine.guest.check_accounting(), "");
-	EXPECT_EQ(machine.guest.core()->balloon_pfns(), ballooned);
-	EXPECT_EQ(machine.device.actual_pages(), ballooned);
-	EXPECT_EQ(machine.device.host_owned_pages(), ballooned);
+	EXPECT_EQ(machine.guest.core()->balloon_wire_pages(), ballooned);
+	EXPECT_EQ(machine.device.actual_wire_pages(), ballooned);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), ballooned);
 }
 
 // After a failure: nothing is lost. The host holds no page the driver does not count (it
@@ -36,9 +36,10 @@ void expect_agreement(Machine& machine, uint64_t ballooned)
 void expect_nothing_lost(Machine& machine)
 {
 	EXPECT_EQ(machine.guest.check_accounting(), "");
-	EXPECT_LE(machine.device.host_owned_pages(), machine.guest.core()->balloon_pfns());
+	EXPECT_LE(machine.device.host_owned_wire_pages(),
+		  machine.guest.core()->balloon_wire_pages());
 	const auto counts = machine.guest.allocator().counts();
-	EXPECT_EQ(counts.balloon, machine.guest.core()->balloon_pfns());
+	EXPECT_EQ(counts.balloon, machine.guest.core()->balloon_wire_pages());
 }
 
 // Remove: the OS resets the device and every page comes back.
@@ -47,7 +48,7 @@ void remove_and_expect_every_page_back(Machine& machine)
 	machine.guest.remove();
 	EXPECT_EQ(machine.guest.os().balloon_list().pages(), 0u);
 	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 0u);
 }
 
 TEST(Faults, AStalledHostIsWaitedFor)
@@ -109,10 +110,10 @@ TEST(Faults, AnInflateQueueThatRefusesToGoOnStopsTheDriverCleanly)
 	EXPECT_TRUE(machine.device.transport().status() & VB_STATUS_NEEDS_RESET);
 	// Two messages acknowledged, one taken and never returned: the driver keeps that one
 	// ballooned (the host may hold it) and gave back what it never sent.
-	const uint64_t acknowledged = machine.device.host_owned_pages();
+	const uint64_t acknowledged = machine.device.host_owned_wire_pages();
 	EXPECT_GT(acknowledged, 0u);
-	EXPECT_LT(machine.guest.core()->balloon_pfns(), 5000u);
-	EXPECT_GT(machine.guest.core()->balloon_pfns(), acknowledged);
+	EXPECT_LT(machine.guest.core()->balloon_wire_pages(), 5000u);
+	EXPECT_GT(machine.guest.core()->balloon_wire_pages(), acknowledged);
 	expect_nothing_lost(machine);
 	remove_and_expect_every_page_back(machine);
 }
@@ -120,17 +121,17 @@ TEST(Faults, AnInflateQueueThatRefusesToGoOnStopsTheDriverCleanly)
 TEST(Faults, ATargetChangeDuringInflateIsFollowed)
 {
 	vbsim::FaultPlan faults;
-	faults.retarget = {.after_inflate_chains = 3, .new_target_pages = 700};
+	faults.retarget = {.after_inflate_chains = 3, .new_target_wire_pages = 700};
 	Machine machine(with_faults(faults));
 	machine.boot();
-	machine.device.set_target_pages(6000);
+	machine.device.set_target_wire_pages(6000);
 	// The host lowered its wish while the driver was inflating towards 6000.
 	ASSERT_TRUE(machine.device.transport().wait_until(
 		[&] { return machine.device.fault_counters().retargeted.load(); }, kSettleTimeout));
 	auto result = machine.guest.wait_until_settled(kSettleTimeout);
 	ASSERT_TRUE(result);
 	EXPECT_EQ(*result, vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.target_pages(), 700u);
+	EXPECT_EQ(machine.device.target_wire_pages(), 700u);
 	expect_agreement(machine, 700);
 }
 
@@ -145,10 +146,10 @@ TEST(Faults, AResetDuringDeflateFreesOnlyWhatTheHostAcknowledged)
 	ASSERT_TRUE(machine.device.fault_counters().broke.load());
 	// One deflate acknowledged, one taken and never returned (its pages stay ballooned:
 	// with MUST_TELL_HOST they are still the host's), the rest never sent.
-	const uint64_t ballooned = machine.guest.core()->balloon_pfns();
+	const uint64_t ballooned = machine.guest.core()->balloon_wire_pages();
 	EXPECT_GT(ballooned, 0u);
 	EXPECT_LT(ballooned, 4000u);
-	EXPECT_EQ(machine.device.host_owned_pages(), ballooned);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), ballooned);
 	expect_nothing_lost(machine);
 	remove_and_expect_every_page_back(machine);
 }
@@ -175,7 +176,7 @@ TEST(Faults, SurpriseRemovalDuringDeflateLosesNoPage)
 	ASSERT_EQ(machine.balloon_to(3000), vb::StepResult::kSettled);
 	EXPECT_EQ(machine.balloon_to(0), vb::StepResult::kStalled);
 	ASSERT_TRUE(machine.device.fault_counters().vanished.load());
-	EXPECT_GT(machine.guest.core()->balloon_pfns(), 0u);
+	EXPECT_GT(machine.guest.core()->balloon_wire_pages(), 0u);
 	expect_nothing_lost(machine);
 	remove_and_expect_every_page_back(machine);
 }

@@ -84,7 +84,7 @@ TEST(FreePageHintSystem, EveryFreeBlockIsHintedOnceAndDoneGivesEachBack)
 	EXPECT_EQ(held, free_before) << "all free memory sits in 4 MiB blocks here";
 	EXPECT_EQ(m.machine.guest.allocator().free_blocks(vbsim::BuddyAllocator::kMaxOrder), 0u);
 	EXPECT_EQ(m.recorder.bytes(RecordedEvent::kHinted, id), held * kPageBytes);
-	EXPECT_EQ(m.machine.device.counters().pages_hinted.load(), held);
+	EXPECT_EQ(m.machine.device.counters().wire_pages_hinted.load(), held);
 	// Every hinted range is a whole block the guest really holds, none twice, none the
 	// workload's.
 	std::set<uint64_t> user_pfns;
@@ -112,8 +112,8 @@ TEST(FreePageHintSystem, EveryFreeBlockIsHintedOnceAndDoneGivesEachBack)
 
 	m.finish();
 	EXPECT_EQ(m.machine.guest.allocator().counts().free, free_before);
-	EXPECT_EQ(m.core().hint_pages_returned.get(), held);
-	EXPECT_EQ(m.core().hint_pages_released_early.get(), 0u);
+	EXPECT_EQ(m.core().hint_wire_pages_returned.get(), held);
+	EXPECT_EQ(m.core().hint_wire_pages_released_early.get(), 0u);
 	EXPECT_EQ(m.machine.guest.check_accounting(), "");
 	m.machine.guest.free_user_memory(user);
 }
@@ -201,7 +201,7 @@ TEST(FreePageHintSystem, ADeviceThatNeverSaysDoneLeavesAllMemoryToTheGuestThroug
 	EXPECT_EQ(user.pages, m.machine.guest_pages());
 	EXPECT_EQ(m.machine.guest.oom_notifications(), 0u);
 	EXPECT_EQ(m.machine.guest.core()->hint_held_pages(), 0u);
-	EXPECT_EQ(m.core().hint_pages_released_early.get(), held);
+	EXPECT_EQ(m.core().hint_wire_pages_released_early.get(), held);
 	// Hinted pages reused before DONE were written first (the spec's rule), with the
 	// guest's pattern, once each.
 	EXPECT_GE(m.machine.guest.os().counters().pages_initialised_by_guest.load(), held);
@@ -219,7 +219,7 @@ TEST(FreePageHintSystem, WithoutAPatternEarlyReleaseWritesNothing)
 	ASSERT_EQ(held, m.machine.guest_pages());
 	const uint64_t written = m.machine.guest.os().counters().pages_initialised_by_guest.load();
 	EXPECT_EQ(m.machine.guest.shrink_free_page_hints(~0ull), held);
-	EXPECT_EQ(m.core().hint_pages_released_early.get(), held);
+	EXPECT_EQ(m.core().hint_wire_pages_released_early.get(), held);
 	EXPECT_EQ(m.machine.guest.os().counters().pages_initialised_by_guest.load(), written);
 	EXPECT_EQ(m.machine.guest.check_accounting(), "");
 }
@@ -245,9 +245,9 @@ TEST(FreePageHintSystem, InflateAndDeflateGoOnWhileBlocksAreHeld)
 	m.run_round();
 	m.machine.guest.free_user_memory(user); // 16 MiB the balloon can take
 	EXPECT_EQ(m.machine.balloon_to(4096), vb::StepResult::kSettled);
-	EXPECT_EQ(m.machine.device.host_owned_pages(), 4096u);
+	EXPECT_EQ(m.machine.device.host_owned_wire_pages(), 4096u);
 	EXPECT_EQ(m.machine.balloon_to(0), vb::StepResult::kSettled);
-	EXPECT_EQ(m.machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(m.machine.device.host_owned_wire_pages(), 0u);
 	m.finish();
 	EXPECT_EQ(m.machine.guest.allocator().counts().free, m.machine.guest_pages());
 }
@@ -266,9 +266,9 @@ TEST(FreePageHintSystem, ARoundWaitingOnASlowHostBlocksNeitherInflateNorDeflate)
 		[&] { return core->hint_held_pages() == 6 * kBlockPages; }, kSettleTimeout));
 
 	EXPECT_EQ(m.machine.balloon_to(4096), vb::StepResult::kSettled);
-	EXPECT_EQ(m.machine.device.host_owned_pages(), 4096u);
+	EXPECT_EQ(m.machine.device.host_owned_wire_pages(), 4096u);
 	EXPECT_EQ(m.machine.balloon_to(0), vb::StepResult::kSettled);
-	EXPECT_EQ(m.machine.device.host_owned_pages(), 0u);
+	EXPECT_EQ(m.machine.device.host_owned_wire_pages(), 0u);
 	EXPECT_EQ(core->hint_held_pages(), 6 * kBlockPages) << "the round is still waiting";
 	EXPECT_EQ(m.machine.device.counters().hint_rounds_started.load(), 0u);
 
@@ -406,7 +406,8 @@ TEST(FreePageReportSystem, FreedMemoryLeavesTheHostAndComesBackAsZero)
 	ASSERT_TRUE(m.all_free_reported());
 
 	EXPECT_EQ(m.managed_resident(), 0u) << "every free page was reported and discarded";
-	EXPECT_GE(m.machine.device.counters().pages_reported_discarded.load(), m.machine.guest_pages());
+	EXPECT_GE(m.machine.device.counters().wire_pages_reported_discarded.load(),
+		  m.machine.guest_pages());
 	EXPECT_EQ(m.machine.guest.core()->counters().report_failures.get(), 0u);
 	EXPECT_GT(m.recorder.count(RecordedEvent::kReported), 0u);
 	for (const auto& e : m.recorder.events())
@@ -428,7 +429,7 @@ TEST(FreePageReportSystem, AReportedBlockIsReportedOnceUntilItIsUsedAgain)
 {
 	ReportMachine m;
 	ASSERT_TRUE(m.all_free_reported());
-	const uint64_t reported = m.machine.device.counters().pages_reported_discarded.load();
+	const uint64_t reported = m.machine.device.counters().wire_pages_reported_discarded.load();
 	EXPECT_EQ(reported, m.machine.guest_pages());
 	// Free memory that was never used again is not reported again, however long we wait
 	// for passes to run (a pass only runs when a block forms).
@@ -436,7 +437,7 @@ TEST(FreePageReportSystem, AReportedBlockIsReportedOnceUntilItIsUsedAgain)
 	ASSERT_FALSE(user.oom_killed);
 	m.machine.guest.free_user_memory(user);
 	ASSERT_TRUE(m.all_free_reported());
-	EXPECT_EQ(m.machine.device.counters().pages_reported_discarded.load(), reported + 1024)
+	EXPECT_EQ(m.machine.device.counters().wire_pages_reported_discarded.load(), reported + 1024)
 		<< "exactly the reused block was reported again";
 }
 
@@ -449,8 +450,9 @@ TEST(FreePageReportSystem, WithANonZeroPoisonReportedPagesKeepThePoison)
 	ASSERT_EQ(m.machine.device.poison_value(), 0xaaaaaaaau);
 	m.dirty_and_free(0x5a); // freed memory is poisoned by the guest
 	ASSERT_TRUE(m.all_free_reported());
-	EXPECT_EQ(m.machine.device.counters().pages_reported_discarded.load(), 0u);
-	EXPECT_GE(m.machine.device.counters().pages_reported_kept.load(), m.machine.guest_pages());
+	EXPECT_EQ(m.machine.device.counters().wire_pages_reported_discarded.load(), 0u);
+	EXPECT_GE(m.machine.device.counters().wire_pages_reported_kept.load(),
+		  m.machine.guest_pages());
 	auto block = m.machine.guest.allocator().allocate(9);
 	ASSERT_TRUE(block);
 	EXPECT_TRUE(bytes_are(m.machine.memory, *block, 512, 0xaa)) << "reused pages hold the poison";

@@ -53,13 +53,14 @@ TEST(SimGuestPause, APausedGuestDoesNotAnswerATargetUntilResumed)
 	Machine machine;
 	machine.boot();
 	machine.guest.pause();
-	machine.device.set_target_pages(1024);
+	machine.device.set_target_wire_pages(1024);
 	// Negative check: a running guest inflates 1024 pages in well under a millisecond.
-	EXPECT_FALSE(machine.guest.wait_for([&] { return machine.device.actual_pages() != 0; }, 200ms));
-	EXPECT_EQ(machine.device.counters().pages_inflated.load(), 0u);
+	EXPECT_FALSE(machine.guest.wait_for([&] { return machine.device.actual_wire_pages() != 0; },
+					    200ms));
+	EXPECT_EQ(machine.device.counters().wire_pages_inflated.load(), 0u);
 	machine.guest.resume();
 	EXPECT_EQ(machine.balloon_to(1024), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.actual_pages(), 1024u);
+	EXPECT_EQ(machine.device.actual_wire_pages(), 1024u);
 	EXPECT_EQ(machine.balloon_to(0), vb::StepResult::kSettled);
 }
 
@@ -74,8 +75,8 @@ TEST(MachineForMigration, DescribesTheMachinesRealParts)
 	vbsim::migration::MigrationMachine& described = wiring.described();
 	EXPECT_EQ(described.memory, &machine.memory);
 	ASSERT_EQ(described.always_dirty.size(), 1u);
-	EXPECT_EQ(described.always_dirty[0].first_page, 0u);
-	EXPECT_EQ(described.always_dirty[0].pages, options.guest.kernel_bytes / kPageBytes);
+	EXPECT_EQ(described.always_dirty[0].first_pfn, 0u);
+	EXPECT_EQ(described.always_dirty[0].wire_pages, options.guest.kernel_bytes / kPageBytes);
 	EXPECT_TRUE(described.pages_in_use().empty());
 	// The hint controls are the device's: a round started through them is the device's id.
 	ASSERT_NE(described.hints, nullptr);

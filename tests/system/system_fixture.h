@@ -18,7 +18,7 @@ using namespace std::chrono_literals;
 
 // Long enough for the slowest sanitizer run; only a hung device ever reaches it.
 constexpr auto kSettleTimeout = 60s;
-constexpr uint64_t kPageBytes = 4096;
+constexpr uint64_t kPageBytes = vbsim::GuestMemory::kWirePageBytes;
 
 // Defaults: 64 MiB of 4 KiB pages, the full device profile.
 using MachineOptions = vbsim::MachineConfig;
@@ -56,9 +56,9 @@ inline void expect_no_page_reused_before_its_deflate_ack(Machine& machine, uint3
 	ASSERT_EQ(machine.balloon_to(pages), vb::StepResult::kSettled);
 
 	machine.device.hold_deflate_acks();
-	machine.device.set_target_pages(0);
+	machine.device.set_target_wire_pages(0);
 	ASSERT_TRUE(machine.device.wait_for_held_deflate_acks(1, kSettleTimeout));
-	EXPECT_EQ(machine.device.host_owned_pages(), pages);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), pages);
 
 	uint64_t free_pages = machine.guest.allocator().counts().free;
 	vbsim::UserMemory grab = machine.guest.allocate_user_memory(free_pages, 0x11);
@@ -77,8 +77,8 @@ inline void expect_no_page_reused_before_its_deflate_ack(Machine& machine, uint3
 
 	machine.device.release_deflate_acks();
 	ASSERT_EQ(machine.guest.wait_until_settled(kSettleTimeout), vb::StepResult::kSettled);
-	EXPECT_EQ(machine.device.host_owned_pages(), 0u);
-	EXPECT_EQ(machine.device.actual_pages(), 0u);
+	EXPECT_EQ(machine.device.host_owned_wire_pages(), 0u);
+	EXPECT_EQ(machine.device.actual_wire_pages(), 0u);
 	EXPECT_EQ(machine.guest.allocator().counts().free, machine.guest_pages());
 }
 

@@ -18,11 +18,11 @@ TEST(HostPageOwnership, TakeAndGiveBackChangeHandsOnce)
 	EXPECT_FALSE(ownership.take(5));
 	EXPECT_TRUE(ownership.owns(5));
 	EXPECT_TRUE(ownership.take(129));
-	EXPECT_EQ(ownership.owned_pages(), 2u);
+	EXPECT_EQ(ownership.owned_wire_pages(), 2u);
 	EXPECT_TRUE(ownership.give_back(5));
 	EXPECT_FALSE(ownership.give_back(5));
 	EXPECT_FALSE(ownership.owns(5));
-	EXPECT_EQ(ownership.owned_pages(), 1u);
+	EXPECT_EQ(ownership.owned_wire_pages(), 1u);
 }
 
 TEST(HostPageOwnership, PagesBeyondRamAreNeverOwned)
@@ -31,7 +31,7 @@ TEST(HostPageOwnership, PagesBeyondRamAreNeverOwned)
 	EXPECT_FALSE(ownership.take(64));
 	EXPECT_FALSE(ownership.owns(64));
 	EXPECT_FALSE(ownership.give_back(1ull << 40));
-	EXPECT_EQ(ownership.owned_pages(), 0u);
+	EXPECT_EQ(ownership.owned_wire_pages(), 0u);
 }
 
 TEST(HostPageOwnership, GiveBackAllReturnsTheCount)
@@ -40,7 +40,7 @@ TEST(HostPageOwnership, GiveBackAllReturnsTheCount)
 	for (uint64_t pfn = 0; pfn < 1000; pfn += 3)
 		ASSERT_TRUE(ownership.take(pfn));
 	EXPECT_EQ(ownership.give_back_all(), 334u);
-	EXPECT_EQ(ownership.owned_pages(), 0u);
+	EXPECT_EQ(ownership.owned_wire_pages(), 0u);
 	EXPECT_FALSE(ownership.owns(999));
 }
 
@@ -68,7 +68,7 @@ TEST(HostPageOwnership, RunsAgreeWithSinglePages)
 			changed_by_page += take ? by_page.take(pfn) : by_page.give_back(pfn);
 		uint64_t changed_by_run = take ? by_run.take_run(first, count) : by_run.give_back_run(first, count);
 		ASSERT_EQ(changed_by_run, changed_by_page) << "round " << round;
-		ASSERT_EQ(by_run.owned_pages(), by_page.owned_pages());
+		ASSERT_EQ(by_run.owned_wire_pages(), by_page.owned_wire_pages());
 		// The run query agrees with asking page by page.
 		uint64_t probe_first = random() % 1100, probe_count = 1 + random() % 300, owned = 0;
 		for (uint64_t pfn = probe_first; pfn < probe_first + probe_count; pfn++)

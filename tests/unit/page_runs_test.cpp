@@ -60,14 +60,14 @@ TEST(PageRuns, PropertiesHoldForRandomInputs)
 		std::set<uint64_t> covered;
 		uint64_t total = 0;
 		for (size_t i = 0; i < runs.size(); ++i) {
-			ASSERT_GT(runs[i].page_count, 0u);
+			ASSERT_GT(runs[i].wire_pages, 0u);
 			if (i > 0) { // sorted, disjoint and maximal: a gap between neighbours
 				ASSERT_GT(runs[i].first_pfn,
-					  runs[i - 1].first_pfn + runs[i - 1].page_count);
+					  runs[i - 1].first_pfn + runs[i - 1].wire_pages);
 			}
-			for (uint64_t p = 0; p < runs[i].page_count; ++p)
+			for (uint64_t p = 0; p < runs[i].wire_pages; ++p)
 				covered.insert(runs[i].first_pfn + p);
-			total += runs[i].page_count;
+			total += runs[i].wire_pages;
 		}
 		ASSERT_EQ(covered, distinct) << "round " << round;
 		ASSERT_EQ(total, distinct.size()) << "round " << round;

@@ -28,9 +28,9 @@ void record_phase(PhaseResult& phase, const MachineCounters& before, const Machi
 {
 	phase.device_requests = inflate ? after.inflate_requests - before.inflate_requests
 					: after.deflate_requests - before.deflate_requests;
-	phase.device_pages = inflate ? after.pages_inflated - before.pages_inflated
-				     : after.pages_deflated - before.pages_deflated;
-	phase.pages_discarded = after.pages_discarded - before.pages_discarded;
+	phase.device_pages = inflate ? after.wire_pages_inflated - before.wire_pages_inflated
+				     : after.wire_pages_deflated - before.wire_pages_deflated;
+	phase.wire_pages_discarded = after.wire_pages_discarded - before.wire_pages_discarded;
 	phase.discard_calls = after.discard_calls - before.discard_calls;
 	phase.kicks = after.all_kicks() - before.all_kicks();
 	phase.interrupts = after.all_interrupts() - before.all_interrupts();
@@ -80,12 +80,12 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 		}
 		inflated_counters = phase.after;
 		record_phase(result->inflate, phase.before, phase.after, true);
-		result->inflate.actual_pages = inflated.device.actual_pages();
+		result->inflate.actual_wire_pages = inflated.device.actual_wire_pages();
 		result->inflate.resident_mib_after = inflated.resident_mib();
-		if (inflated.device.actual_pages() != target)
+		if (inflated.device.actual_wire_pages() != target)
 			result->problems.push_back(
 				fmt::format("actual is {} pages after inflating, not {}",
-					    inflated.device.actual_pages(), target));
+					    inflated.device.actual_wire_pages(), target));
 		ballooned = inflated.guest.os().balloon_list().all_runs();
 		return true;
 	};
@@ -96,16 +96,18 @@ std::string run_inflate_deflate(const ScenarioOptions& options, ScenarioResult* 
 			return false;
 		}
 		record_phase(result->deflate, inflated_counters, phase.after, false);
-		result->deflate.actual_pages = deflated.device.actual_pages();
+		result->deflate.actual_wire_pages = deflated.device.actual_wire_pages();
 		result->deflate.resident_mib_after = deflated.resident_mib();
 
 		// Every deflated page reads back as zero: the host really dropped what it held.
 		for (const vb::PageRun& run : ballooned) {
 			for (uint64_t pfn = run.first_pfn; pfn < run.first_pfn + run.count; pfn++) {
-				const uint8_t* page = deflated.memory.translate(
-					pfn * GuestMemory::kPageBytes, GuestMemory::kPageBytes);
+				const uint8_t* page =
+					deflated.memory.translate(pfn * GuestMemory::kWirePageBytes,
+								  GuestMemory::kWirePageBytes);
 				bool zero = true;
-				for (uint64_t i = 0; i < GuestMemory::kPageBytes && zero; i += 8)
+				for (uint64_t i = 0; i < GuestMemory::kWirePageBytes && zero;
+				     i += 8)
 					zero = *reinterpret_cast<const uint64_t*>(page + i) == 0;
 				result->zero_check_pages++;
 				result->zero_check_failures += !zero;
@@ -132,11 +134,11 @@ nlohmann::json to_json(const ScenarioOptions& options, const ScenarioResult& res
 {
 	auto phase = [](const PhaseResult& p) {
 		return nlohmann::json{{"ms", p.ms},
-				      {"actual_pages", p.actual_pages},
+				      {"actual_pages", p.actual_wire_pages},
 				      {"resident_mib_after", p.resident_mib_after},
 				      {"device_requests", p.device_requests},
 				      {"device_pages", p.device_pages},
-				      {"pages_discarded", p.pages_discarded},
+				      {"pages_discarded", p.wire_pages_discarded},
 				      {"discard_calls", p.discard_calls},
 				      {"kicks", p.kicks},
 				      {"interrupts", p.interrupts},
@@ -178,9 +180,11 @@ std::string to_text(const ScenarioOptions& options, const ScenarioResult& result
 			   "ms", "actual", "resident MiB", "requests", "pages", "discarded", "calls",
 			   "kicks", "interrupts");
 	auto row = [&](const char* name, const PhaseResult& p) {
-		out += fmt::format("{:<9} {:>10.1f} {:>12} {:>13} {:>10} {:>13} {:>10} {:>7} {:>10} {:>13}\n",
-				   name, p.ms, p.actual_pages, p.resident_mib_after, p.device_requests,
-				   p.device_pages, p.pages_discarded, p.discard_calls, p.kicks, p.interrupts);
+		out += fmt::format(
+			"{:<9} {:>10.1f} {:>12} {:>13} {:>10} {:>13} {:>10} {:>7} {:>10} {:>13}\n",
+			name, p.ms, p.actual_wire_pages, p.resident_mib_after, p.device_requests,
+			p.device_pages, p.wire_pages_discarded, p.discard_calls, p.kicks,
+			p.interrupts);
 	};
 	row("inflate", result.inflate);
 	row("deflate", result.deflate);

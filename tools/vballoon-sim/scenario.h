@@ -31,10 +31,10 @@ struct ScenarioOptions {
 struct PhaseResult {
 	double ms = 0;
 	uint64_t resident_mib_after = 0;
-	uint64_t actual_pages = 0;
+	uint64_t actual_wire_pages = 0;
 	uint64_t device_requests = 0;
 	uint64_t device_pages = 0;
-	uint64_t pages_discarded = 0;
+	uint64_t wire_pages_discarded = 0;
 	uint64_t discard_calls = 0;
 	uint64_t kicks = 0;
 	uint64_t interrupts = 0;

@@ -34,7 +34,7 @@ class TestGuest
 public:
 	// Rings and buffers live below this; balloon pages are taken above it.
 	static constexpr uint64_t kDriverAreaBytes = 4ull << 20;
-	static constexpr uint32_t kFirstFreePfn = kDriverAreaBytes / GuestMemory::kPageBytes;
+	static constexpr uint32_t kFirstFreePfn = kDriverAreaBytes / GuestMemory::kWirePageBytes;
 
 	TestGuest(GuestMemory& memory, Transport& transport)
 	    : memory_(memory), transport_(transport)

@@ -80,9 +80,6 @@ public:
 	static constexpr uint64_t kChunkedFirstBatchWirePages = PageBalloon::kChunkedFirstBatchWirePages;
 	static constexpr uint64_t kChunkedBatchWirePagesMax = PageBalloon::kChunkedBatchWirePagesMax;
 	static constexpr size_t kReportRunsMax = FreePageReporter::kReportRunsMax;
-	// The old name of kOomDeflateWirePages (it counts wire pages), for callers outside the
-	// core (tests/fuzz) until they move.
-	static constexpr uint32_t kOomDeflatePfns = kOomDeflateWirePages;
 
 	// `workspace` must outlive the balloon.
 	Balloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
@@ -109,6 +106,7 @@ public:
 
 	// ---- The page balloon (page_balloon.h) -------------------------------------------
 	StepResult adjust_towards_target() { return pages_.adjust_towards_target(); }
+	// The wire pages freed, at most kOomDeflateWirePages.
 	uint64_t deflate_for_oom() { return pages_.deflate_for_oom(); }
 	void handle_stats_request() { pages_.handle_stats_request(); }
 	[[nodiscard]] bool migrate_page(uint64_t old_pfn, uint64_t new_pfn)
@@ -121,9 +119,6 @@ public:
 	uint64_t target_wire_pages() const { return pages_.target_wire_pages(); }
 	// What the balloon holds (what `actual` reports), in wire pages.
 	uint64_t balloon_wire_pages() const { return pages_.balloon_wire_pages(); }
-	// The old name of balloon_wire_pages(), for callers outside the core (tests/fuzz,
-	// tests/system) until they move.
-	uint64_t balloon_pfns() const { return balloon_wire_pages(); }
 	// Largest allocation order tried; 0 reproduces Linux's page-at-a-time inflate.
 	void set_max_chunk_order(unsigned order) { pages_.set_max_chunk_order(order); }
 

@@ -419,7 +419,7 @@ template <BalloonOs Os> void FreePageHinter<Os>::run_hint_round(uint32_t cmd_id)
 		hint_held_pages_.add(block_pages);
 		os_.hint_list_insert(block);
 		counters_.hint_blocks.add(1);
-		counters_.hint_pages.add(block_pages * wire_pages_per_page_);
+		counters_.hint_wire_pages.add(block_pages * wire_pages_per_page_);
 	}
 
 	Segment stop_out = {os_.phys_addr(&hint_stop_buffer_), sizeof(hint_stop_buffer_)};
@@ -462,9 +462,11 @@ template <BalloonOs Os> uint64_t FreePageHinter<Os>::hint_give_back(uint64_t max
 			os_.free_page_run(run);
 			freed += run.count;
 			if (after_done)
-				counters_.hint_pages_returned.add(run.count * wire_pages_per_page_);
+				counters_.hint_wire_pages_returned.add(run.count *
+								       wire_pages_per_page_);
 			else
-				counters_.hint_pages_released_early.add(run.count * wire_pages_per_page_);
+				counters_.hint_wire_pages_released_early.add(run.count *
+									     wire_pages_per_page_);
 			// Held until it is back and counted: whoever sees nothing held sees every
 			// block freed and in the counters.
 			hint_held_pages_.sub(run.count);

@@ -127,7 +127,7 @@ bool FreePageReporter<Os>::report_free_pages(const PageRun* runs, size_t count,
 		return false;
 	}
 	counters_.reports.add(1);
-	counters_.pages_reported.add(pages * wire_pages_per_page_);
+	counters_.wire_pages_reported.add(pages * wire_pages_per_page_);
 	if (has_feature(features_, VB_F_DEVICE_INIT_REPORTED) && used_len != 0) {
 		const uint64_t bytes = pages << traits_.page_shift;
 		const bool whole = used_len == bytes ||
@@ -135,8 +135,8 @@ bool FreePageReporter<Os>::report_free_pages(const PageRun* runs, size_t count,
 		if (used_len > bytes && !VB_MUTANT(DI_DRV05_OVERLONG_REPORT_TRUSTED)) {
 			counters_.device_init_overclaims.add(1);
 		} else if (whole || used_len > bytes) {
-			counters_.pages_reported_device_initialised.add(pages *
-									wire_pages_per_page_);
+			counters_.wire_pages_reported_device_initialised.add(pages *
+									     wire_pages_per_page_);
 			if (device_initialised)
 				*device_initialised = true;
 		}

@@ -526,7 +526,8 @@ void Messenger<Os>::record_device_initialised(const Message& message, uint32_t w
 	auto flush = [&] {
 		if (run.count) {
 			os_.balloon_list_mark_initialised(run);
-			counters_.pages_device_initialised.add(run.count * wire_pages_per_page_);
+			counters_.wire_pages_device_initialised.add(run.count *
+								    wire_pages_per_page_);
 		}
 		run.count = 0;
 	};
@@ -541,7 +542,8 @@ void Messenger<Os>::record_device_initialised(const Message& message, uint32_t w
 			PageRun chunk = {message.chunks[i].phys_addr >> page_shift_,
 					 message.chunks[i].len >> page_shift_, kPageRunDeviceInitialised};
 			os_.balloon_list_mark_initialised(chunk);
-			counters_.pages_device_initialised.add(chunk.count * wire_pages_per_page_);
+			counters_.wire_pages_device_initialised.add(chunk.count *
+								    wire_pages_per_page_);
 		}
 		return;
 	}

@@ -26,6 +26,8 @@ namespace vb {
 //   outcome name their pages without copying them;
 // - Segment (below) is a range of guest-physical bytes as a virtqueue descriptor carries
 //   it, the wire's view.
+// The simulated host's frame range, vbsim::PfnRun (device-sim/memory/pfn_run.h), counts
+// wire pages and has no flags; this one counts guest pages, so the two stay apart.
 struct PageRun {
 	uint64_t first_pfn;
 	uint64_t count;

@@ -108,7 +108,7 @@ public:
 	void start();
 
 	StepResult adjust_towards_target();
-	uint64_t deflate_for_oom();
+	uint64_t deflate_for_oom(); // the wire pages freed, as deflate()
 	void handle_stats_request();
 	[[nodiscard]] bool migrate_page(uint64_t old_pfn, uint64_t new_pfn);
 	void release_all();
@@ -278,7 +278,7 @@ template <BalloonOs Os> void PageBalloon<Os>::update_actual_locked()
 	// The balloon holds what went in and has not come out (the counters only ever grow,
 	// and the balloon adds to both under this lock).
 	VB_INVARIANT(balloon_wire_pages_.get() ==
-		     counters_.pages_inflated.get() - counters_.pages_deflated.get());
+		     counters_.wire_pages_inflated.get() - counters_.wire_pages_deflated.get());
 	VB_INVARIANT(balloon_wire_pages_.get() % wire_pages_per_page_ == 0);
 	if (VB_MUTANT(OP14_ACTUAL_NOT_WRITTEN))
 		return;

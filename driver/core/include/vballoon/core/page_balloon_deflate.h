@@ -64,20 +64,21 @@ template <BalloonOs Os> void PageBalloon<Os>::give_back(PageRun run)
 		os_.adjust_managed_pages(run, true);
 	os_.free_page_run(run);
 	balloon_wire_pages_.sub(run.count * wire_pages_per_page_);
-	counters_.pages_deflated.add(run.count * wire_pages_per_page_);
+	counters_.wire_pages_deflated.add(run.count * wire_pages_per_page_);
 }
 
 // Deflate-on-OOM: the guest is out of memory and the device allowed us to give some back.
-// Frees at most kOomDeflateWirePages and returns the guest pages freed, for the OOM notifier's
-// count. Allocates nothing: this runs when the guest has no memory to give.
+// Frees at most kOomDeflateWirePages and returns the wire pages freed, as deflate() does (the
+// OS converts them to its own pages for the OOM notifier's count). Allocates nothing: this
+// runs when the guest has no memory to give.
 template <BalloonOs Os> uint64_t PageBalloon<Os>::deflate_for_oom()
 {
 	if (!negotiated(VB_F_DEFLATE_ON_OOM) && !VB_MUTANT(OP07_OOM_DEFLATE_WITHOUT_DOO))
 		return 0;
 	counters_.oom_calls.add(1);
 	uint64_t freed_wire_pages = deflate(kOomDeflateWirePages).freed_wire_pages;
-	counters_.oom_pages_freed.add(freed_wire_pages);
-	return freed_wire_pages / wire_pages_per_page_;
+	counters_.oom_wire_pages_freed.add(freed_wire_pages);
+	return freed_wire_pages;
 }
 
 } // namespace vb

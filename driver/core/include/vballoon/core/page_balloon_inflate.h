@@ -130,7 +130,7 @@ uint64_t PageBalloon<Os>::allocate_runs(InflateStep& step, uint64_t wanted_pages
 		if (!run_fits_wire_pfns(block, traits_.page_shift)) {
 			// Held aside until the step ends, so the allocator does not hand the same
 			// blocks straight back.
-			counters_.unreachable_pages.add(block.count * wire_pages_per_page_);
+			counters_.unreachable_wire_pages.add(block.count * wire_pages_per_page_);
 			unreachable.blocks[unreachable.count++] = block;
 			if (unreachable.count == kUnreachableHeld) {
 				step.short_of_pages = true;
@@ -261,7 +261,7 @@ template <BalloonOs Os> void PageBalloon<Os>::keep_inflated(PageRun run)
 {
 	os_.balloon_list_insert(run);
 	balloon_wire_pages_.add(run.count * wire_pages_per_page_);
-	counters_.pages_inflated.add(run.count * wire_pages_per_page_);
+	counters_.wire_pages_inflated.add(run.count * wire_pages_per_page_);
 	// Without deflate-on-OOM the guest must not count on these pages ever coming back.
 	if (!negotiated(VB_F_DEFLATE_ON_OOM))
 		os_.adjust_managed_pages(run, false);
