@@ -246,6 +246,14 @@ constexpr CounterName kCounters[] = {
 	{"report_failures", &vb::BalloonCounters::report_failures},
 	{"pages_reported_device_initialised",
 	 &vb::BalloonCounters::pages_reported_device_initialised},
+	{"pressure_ticks", &vb::BalloonCounters::pressure_ticks},
+	{"pressure_ticks_under_pressure", &vb::BalloonCounters::pressure_ticks_under_pressure},
+	{"pressure_held_steps", &vb::BalloonCounters::pressure_held_steps},
+	{"pressure_refused_wire_pages", &vb::BalloonCounters::pressure_refused_wire_pages},
+	{"pressure_reclaim_wire_pages", &vb::BalloonCounters::pressure_reclaim_wire_pages},
+	{"pressure_give_backs", &vb::BalloonCounters::pressure_give_backs},
+	{"pressure_give_back_wire_pages", &vb::BalloonCounters::pressure_give_back_wire_pages},
+	{"pressure_floor_pages", &vb::BalloonCounters::pressure_floor_pages},
 };
 
 // A counter added to the core must be added above, or debugfs would silently miss it.

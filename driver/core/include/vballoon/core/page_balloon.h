@@ -30,6 +30,7 @@
 #include "vballoon/core/messenger.h"
 #include "vballoon/core/os_interface.h"
 #include "vballoon/core/pfn_packer.h"
+#include "vballoon/core/pressure_governor.h"
 #include "vballoon/core/stats_report.h"
 #include "vballoon/support/atomic.h"
 #include "vballoon/support/freestanding.h"
@@ -39,10 +40,14 @@
 namespace vb {
 
 // What one call to adjust_towards_target() left behind.
-enum class [[nodiscard]] StepResult : uint8_t {
+enum class [[nodiscard]] StepResult : uint8_t{
 	kSettled,  // the balloon is at the target
 	kMoreWork, // progress was made; call again
 	kStalled,  // the guest has no more pages to give without pressure; retry later
+	// The pressure governor (pressure_governor.h) holds the inflate back: the target is not
+	// met and the guest cannot spare more now. The OS does not retry on its stall timer;
+	// its next pressure_tick() says when to call again.
+	kHeld,
 };
 
 template <BalloonOs Os> class PageBalloon {
@@ -90,11 +95,11 @@ public:
 	// `runs` must outlive the balloon.
 	PageBalloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
 		    BalloonCounters& counters, StepRuns& runs)
-		: os_(os), features_(negotiated_features), traits_(traits),
-		  wire_pages_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)),
-		  max_chunk_order_(min(kLargestChunkOrder, traits.max_alloc_order)), counters_(counters),
-		  messenger_(os, negotiated_features, traits, counters), inflate_runs_(runs.inflate),
-		  deflate_runs_(runs.deflate)
+	    : os_(os), features_(negotiated_features), traits_(traits),
+	      wire_pages_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)),
+	      max_chunk_order_(min(kLargestChunkOrder, traits.max_alloc_order)),
+	      counters_(counters), messenger_(os, negotiated_features, traits, counters),
+	      inflate_runs_(runs.inflate), deflate_runs_(runs.deflate), governor_(traits.page_shift)
 	{
 	}
 
@@ -109,6 +114,17 @@ public:
 
 	StepResult adjust_towards_target();
 	uint64_t deflate_for_oom();
+	// Before start(): pace the inflate by the guest's memory pressure (pressure_governor.h).
+	void set_pressure_policy(const PressurePolicy& policy)
+	{
+		governor_.set_policy(policy, negotiated(VB_F_DEFLATE_ON_OOM));
+	}
+	// About once a second (PressureGovernor::kPressureTickMs) while the policy is enabled,
+	// no lock held, in a context that may sleep: samples the guest's pressure, gives back
+	// when the governor says so (through deflate(), under the balloon lock), and returns
+	// true when adjust_towards_target() should run again.
+	bool pressure_tick();
+	const PressureGovernor& governor() const { return governor_; }
 	void handle_stats_request();
 	[[nodiscard]] bool migrate_page(uint64_t old_pfn, uint64_t new_pfn);
 	void release_all();
@@ -143,8 +159,11 @@ private:
 		PageRun blocks[kUnreachableHeld];
 		size_t count = 0;
 	};
-	size_t allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
+	size_t allocate_runs(size_t first_run, size_t run_count, uint64_t wanted_pages,
+			     Reclaim single_page_reclaim, HeldBlocks* unreachable,
 			     uint64_t* allocated, bool* short_of_pages);
+	// The governor's look at the guest now (samples it; no lock held).
+	GovernorInput pressure_input();
 	size_t fold_last_run(size_t first_run, size_t run_count);
 	uint64_t batch_pages(unsigned batch_index) const;
 	uint64_t pages_below_target(uint64_t on_their_way) const;
@@ -186,6 +205,8 @@ private:
 	uint32_t stats_count_ = 0;
 	// Error logs a broken device could otherwise flood (balloon lock held).
 	LogLimit migration_log_;
+	// Balloon lock; its policy is set before start().
+	PressureGovernor governor_;
 };
 
 template <BalloonOs Os> uint64_t PageBalloon<Os>::target_wire_pages() const
@@ -239,6 +260,11 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::adjust_towards_target()
 	uint64_t target = target_wire_pages();
 	uint64_t current = balloon_wire_pages_.get();
 
+	if (governor_.enabled()) {
+		os_.lock();
+		governor_.note_target(target);
+		os_.unlock();
+	}
 	if (target > current)
 		return inflate(min<uint64_t>(target - current, inflate_step_wire_pages()));
 	if (target < current) {
@@ -294,6 +320,41 @@ template <BalloonOs Os> void PageBalloon<Os>::release_after_reset()
 			give_back(deflate_runs_[i]);
 	}
 	os_.unlock();
+}
+
+template <BalloonOs Os> GovernorInput PageBalloon<Os>::pressure_input()
+{
+	GovernorInput in{};
+	os_.pressure_sample(&in.sample);
+	in.kept_free_pages = os_.free_pages_kept();
+	in.balloon_pages = balloon_wire_pages_.get() / wire_pages_per_page_;
+	// RAM with the balloon: without DEFLATE_ON_OOM its pages left the guest's total
+	// (keep_inflated()), with it they stay counted.
+	in.ram_pages =
+		in.sample.total_pages + (negotiated(VB_F_DEFLATE_ON_OOM) ? 0 : in.balloon_pages);
+	return in;
+}
+
+template <BalloonOs Os> bool PageBalloon<Os>::pressure_tick()
+{
+	if (!governor_.enabled())
+		return false;
+	const GovernorInput in = pressure_input();
+	os_.lock();
+	const bool below_target = target_wire_pages() > balloon_wire_pages_.get();
+	const TickDecision decision = governor_.tick(in, below_target);
+	counters_.pressure_ticks.add(1);
+	if (governor_.level() != PressureLevel::kCalm)
+		counters_.pressure_ticks_under_pressure.add(1);
+	counters_.pressure_floor_pages.set(governor_.floor_pages(in.ram_pages));
+	os_.unlock();
+	if (decision.give_back_pages) {
+		const uint64_t freed =
+			deflate(decision.give_back_pages * wire_pages_per_page_).freed_wire_pages;
+		counters_.pressure_give_backs.add(1);
+		counters_.pressure_give_back_wire_pages.add(freed);
+	}
+	return decision.resume;
 }
 
 } // namespace vb

@@ -14,11 +14,14 @@ namespace vb {
 // first and smaller ones as the larger run out, and returns the new run count; `allocated`
 // says how many pages it added. The allocator is never pushed: a failed order is not
 // retried in this call, and running out of order-0 pages ends the step.
+//
+// `run_count` runs are there already (those from first_run on may grow); single pages
+// reclaim as far as `single_page_reclaim` says, blocks never.
 template <BalloonOs Os>
-size_t PageBalloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, HeldBlocks* unreachable,
-				  uint64_t* allocated, bool* short_of_pages)
+size_t PageBalloon<Os>::allocate_runs(size_t first_run, size_t run_count, uint64_t wanted_pages,
+				      Reclaim single_page_reclaim, HeldBlocks* unreachable,
+				      uint64_t* allocated, bool* short_of_pages)
 {
-	size_t run_count = first_run;
 	unsigned order = max_chunk_order_;
 
 	*allocated = 0;
@@ -30,8 +33,8 @@ size_t PageBalloon<Os>::allocate_runs(size_t first_run, uint64_t wanted_pages, H
 		while (order > 0 && (1ull << order) > left)
 			order--;
 		// Blocks come only from free memory; a single page may reclaim lightly, as
-		// Linux's own balloon_page_alloc() does.
-		const Reclaim reclaim = order == 0 ? Reclaim::kLight : Reclaim::kNone;
+		// Linux's own balloon_page_alloc() does, unless the governor says otherwise.
+		const Reclaim reclaim = order == 0 ? single_page_reclaim : Reclaim::kNone;
 		if (!os_.alloc_pages(order, PageUse::kBalloon, reclaim, &pfn)) {
 			if (order == 0) {
 				*short_of_pages = true;
@@ -150,7 +153,9 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 	size_t run_count = 0;
 	bool allocating = true;
 	bool short_of_pages = false;
+	bool held = false; // the governor stopped the step short
 	unsigned batches = 0;
+	const bool governed = governor_.enabled();
 
 	// Under the lock: collect what the host returned, send what is allocated, and say
 	// whether allocating more still makes sense.
@@ -176,11 +181,52 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 				allocating = batch != 0;
 			}
 		}
+		// The governor's share of it: free pages first, reclaim only while the guest is calm.
+		InflatePlan plan = {batch, 0, true};
+		if (batch && governed) {
+			const GovernorInput in = pressure_input();
+			os_.lock();
+			plan = governor_.plan(in);
+			os_.unlock();
+			if (plan.max_pages < batch) {
+				batch = plan.max_pages;
+				held = true;
+				allocating = false;
+			}
+		}
 		if (batch) {
 			const size_t first_run = run_count;
 			uint64_t batch_allocated;
-			run_count = allocate_runs(first_run, batch, &unreachable, &batch_allocated,
-						  &short_of_pages);
+			if (governed) {
+				uint64_t free_taken = 0, reclaimed = 0;
+				const uint64_t free_part =
+					rules::governed_inflate_takes_free_pages_first()
+						? min(batch, plan.free_pages)
+						: 0;
+				run_count = allocate_runs(first_run, run_count, free_part,
+							  Reclaim::kNone, &unreachable, &free_taken,
+							  &short_of_pages);
+				short_of_pages = false; // short of free pages: reclaim, or hold
+				if (free_taken < batch && plan.reclaim && run_count < kRunsPerStep)
+					run_count = allocate_runs(first_run, run_count,
+								  batch - free_taken,
+								  Reclaim::kLight, &unreachable,
+								  &reclaimed, &short_of_pages);
+				else if (free_taken < batch)
+					held = true;
+				batch_allocated = free_taken + reclaimed;
+				counters_.pressure_reclaim_wire_pages.add(reclaimed *
+									  wire_pages_per_page_);
+				os_.lock();
+				governor_.note_inflated(free_taken, reclaimed);
+				os_.unlock();
+				if (held)
+					allocating = false;
+			} else {
+				run_count = allocate_runs(first_run, run_count, batch,
+							  Reclaim::kLight, &unreachable,
+							  &batch_allocated, &short_of_pages);
+			}
 			allocated += batch_allocated;
 			if (short_of_pages || !batch_allocated)
 				allocating = false;
@@ -216,6 +262,17 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 	// spin on a queue that refuses.
 	if (short_of_pages || !all_acknowledged)
 		return StepResult::kStalled;
+	if (held) {
+		// Not met and not retried on a timer: the governor's tick says when to go on.
+		// `actual` stays below num_pages meanwhile (supplying pages is a SHOULD).
+		os_.lock();
+		governor_.note_held();
+		os_.unlock();
+		counters_.pressure_held_steps.add(1);
+		counters_.pressure_refused_wire_pages.add((wanted_pages - allocated) *
+							  wire_pages_per_page_);
+		return StepResult::kHeld;
+	}
 	return StepResult::kMoreWork;
 }
 
