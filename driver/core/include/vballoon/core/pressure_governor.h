@@ -10,7 +10,8 @@
 // Why. Linux's own driver takes every page with one light direct-reclaim pass and checks
 // nothing: once the cold page cache is gone it evicts the working set, the kernel counts
 // that churn as progress, OOM (and deflate-on-OOM with it) never comes, and the guest
-// crawls (/work/shared/docs/pressure.md). The governor reads the signals a module has.
+// crawls (issue 30: Fly.io, Firecracker #4324, Proxmox reports). The governor reads the
+// signals a module has.
 //
 // Levels, decided once per tick from the rates between two samples (per second, so a late
 // tick is not mistaken for a calm one), with T = the refault threshold below:
