@@ -26,6 +26,12 @@ size_t PageBalloon<Os>::allocate_runs(size_t first_run, size_t run_count, uint64
 
 	*allocated = 0;
 	*short_of_pages = false;
+	// A governed batch calls twice (free pages, then reclaim): the first may have filled
+	// the blocks held aside.
+	if (unreachable->count == kUnreachableHeld) {
+		*short_of_pages = wanted_pages != 0;
+		return run_count;
+	}
 	while (*allocated < wanted_pages) {
 		uint64_t left = wanted_pages - *allocated;
 		uint64_t pfn;
@@ -206,8 +212,13 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 				run_count = allocate_runs(first_run, run_count, free_part,
 							  Reclaim::kNone, &unreachable, &free_taken,
 							  &short_of_pages);
-				short_of_pages = false; // short of free pages: reclaim, or hold
-				if (free_taken < batch && plan.reclaim && run_count < kRunsPerStep)
+				// Short of free pages: reclaim, or hold; but once the blocks beyond
+				// 16 TiB filled up the step stalls, as ungoverned.
+				short_of_pages = unreachable.count == kUnreachableHeld;
+				if (short_of_pages)
+					held = false;
+				else if (free_taken < batch && plan.reclaim &&
+					 run_count < kRunsPerStep)
 					run_count = allocate_runs(first_run, run_count,
 								  batch - free_taken,
 								  Reclaim::kLight, &unreachable,

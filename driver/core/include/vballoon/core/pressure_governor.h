@@ -188,7 +188,8 @@ public:
 		last_target_wire_pages_ = target_wire_pages;
 	}
 
-	// What the next batch may take, `wanted` pages asked for.
+	// What the next batch may take now: nothing while thrashing or holding, never below the
+	// floor, free pages above the watermarks, and reclaim only while calm.
 	InflatePlan plan(const GovernorInput& in) const
 	{
 		InflatePlan plan = {0, 0, false};
