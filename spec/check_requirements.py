@@ -68,6 +68,8 @@ ROW_ID_RE = re.compile(r"BAL-(?:DRV|DEV|ALL)-[A-Z]+-\d{2}")
 MUTATED_LEVELS = ("MUST", "MUST NOT")
 # The DEVICE_INIT proposals (issues 242, 244): their own section of requirements.md.
 AREAS |= {"DIINF", "DIREP", "DI"}
+# vballoon's own policy, the pressure governor (issue 30): its own section of requirements.md.
+AREAS.add("PRS")
 
 
 class Row:

@@ -49,6 +49,21 @@ SimGuest::SimGuest(GuestMemory& memory, Transport& transport, SimGuestOptions op
 	os_ = std::make_unique<SimOs>(memory, transport, *allocator_, options.free_policy, options.verbose);
 	os_->set_min_free_pages(options.min_free_pages);
 	kernel_next_ = kKernelAreaStart;
+	if (options.workload) {
+		pressure_model_ = std::make_unique<PressureModel>(
+			*allocator_, options.min_free_pages,
+			[this](uint64_t pfn) {
+				os_->check_reuse(pfn, 1);
+				os_->forget_host_zeroed({pfn, 1});
+			},
+			[this]() -> uint64_t {
+				oom_notifications_++;
+				return core_ ? core_->deflate_for_oom() : 0;
+			});
+		if (!pressure_model_->start(*options.workload))
+			throw std::invalid_argument("the workload does not fit in guest RAM");
+		os_->set_pressure_model(pressure_model_.get());
+	}
 }
 
 uint64_t linux_min_free_pages(uint64_t ram_bytes)
@@ -149,6 +164,7 @@ std::string SimGuest::probe()
 	workspace_ = std::make_unique<Core::Workspace>();
 	core_ = new (core_memory) Core(*os_, device_bits, traits, *workspace_);
 	core_->set_max_chunk_order(options_.max_chunk_order);
+	core_->set_pressure_policy(options_.pressure_policy);
 	if (!core_->prepare()) {
 		core_->~Core();
 		core_ = nullptr;
@@ -239,8 +255,41 @@ void SimGuest::adjust_pass(std::optional<uint64_t> config_interrupts_taken)
 			handled_config_interrupts_ = *config_interrupts_taken;
 		last_result_ = result;
 		pass_running_ = false;
+		adjust_passes_++;
 	}
 	state_changed_.notify_all();
+}
+
+SimGuest::Second SimGuest::run_second()
+{
+	Second second;
+	if (!pressure_model_)
+		throw std::logic_error("run_second() needs a workload");
+	second.workload = pressure_model_->tick();
+	if (!core_)
+		return second;
+	bool adjust = false;
+	{
+		std::shared_lock running(vcpu_);
+		if (options_.pressure_policy.enabled)
+			second.resumed = core_->pressure_tick();
+	}
+	uint64_t passes;
+	{
+		std::lock_guard lock(state_mutex_);
+		second.retried = !pass_running_ && last_result_ == vb::StepResult::kStalled;
+		adjust = second.resumed || second.retried;
+		passes = adjust_passes_;
+	}
+	if (adjust) {
+		adjust_.signal();
+		std::unique_lock lock(state_mutex_);
+		if (!state_changed_.wait_for(lock, std::chrono::seconds(60),
+					     [&] { return adjust_passes_ > passes; }))
+			throw std::runtime_error("the driver did not run its adjust pass");
+	}
+	second.balloon_wire_pages = core_->balloon_wire_pages();
+	return second;
 }
 
 void SimGuest::worker()
@@ -252,16 +301,17 @@ void SimGuest::worker()
 		adjust_pass(take_config_interrupts());
 	}
 	for (;;) {
-		struct pollfd fds[4] = {{stop_.fd(), POLLIN, 0},
+		struct pollfd fds[5] = {{stop_.fd(), POLLIN, 0},
 					{transport_.config_change_fd(), POLLIN, 0},
 					{retry_.fd(), POLLIN, 0},
+					{adjust_.fd(), POLLIN, 0},
 					{stats_fd, POLLIN, 0}};
-		if (poll(fds, stats_fd >= 0 ? 4 : 3, -1) < 0)
+		if (poll(fds, stats_fd >= 0 ? 5 : 4, -1) < 0)
 			continue;
 		if (fds[0].revents & POLLIN)
 			return;
 		std::shared_lock running(vcpu_);
-		if (stats_fd >= 0 && fds[3].revents & POLLIN) {
+		if (stats_fd >= 0 && fds[4].revents & POLLIN) {
 			uint64_t drained;
 			if (read(stats_fd, &drained, sizeof(drained)) < 0) {
 				// Already drained; the used ring is what counts.
@@ -276,7 +326,10 @@ void SimGuest::worker()
 			config_interrupts_taken = take_config_interrupts();
 		if (retry)
 			retry_.drain();
-		if (config_changed || (retry && last_result_ == vb::StepResult::kStalled))
+		const bool asked = fds[3].revents & POLLIN;
+		if (asked)
+			adjust_.drain();
+		if (config_changed || asked || (retry && last_result_ == vb::StepResult::kStalled))
 			adjust_pass(config_interrupts_taken);
 	}
 }

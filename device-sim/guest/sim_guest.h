@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "buddy_allocator.h"
+#include "pressure_model.h"
 #include "sim_os.h"
 #include "vballoon/core/balloon.h"
 
@@ -72,6 +73,13 @@ struct SimGuestOptions {
 	// The driver may take DEVICE_INIT_REPORTED and DEVICE_INIT_ON_INFLATE (bits 6, 7),
 	// as the module's device_init parameter lets it.
 	bool device_init = false;
+	// A page cache and a workload that touches its working set every simulated second
+	// (pressure_model.h), started at boot; run_second() runs one second of it. Give
+	// min_free_pages too, or the cache is never reclaimed.
+	std::optional<WorkloadOptions> workload;
+	// The pressure governor (vb::PressurePolicy), set before the driver starts; run_second()
+	// calls its tick.
+	vb::PressurePolicy pressure_policy;
 	// Device-specific feature bits the driver refuses even when it supports them.
 	uint64_t refused_features = 0;
 	bool verbose = false;
@@ -111,6 +119,18 @@ public:
 	// Blocks until the driver has handled every config change the device made and has
 	// settled or stalled; nullopt when `timeout` passed first (a hung device).
 	std::optional<vb::StepResult> wait_until_settled(std::chrono::milliseconds timeout);
+	// One simulated second with a workload (SimGuestOptions::workload): the workload
+	// touches its working set, then the OS's timers run: the governor's pressure_tick()
+	// (policy enabled), and an adjust pass when it says so or when the last pass stalled
+	// (Linux's driver retries a stalled inflate on a timer), waited for.
+	struct Second {
+		WorkloadTick workload;
+		bool resumed = false;		 // pressure_tick() asked for an adjust pass
+		bool retried = false;		 // a stalled pass was retried
+		uint64_t balloon_wire_pages = 0; // after the second
+	};
+	Second run_second();
+	PressureModel* pressure_model() { return pressure_model_.get(); }
 	// Blocks until the driver answered `count` stats requests in total.
 	bool wait_for_stats_reports(uint64_t count, std::chrono::milliseconds timeout);
 
@@ -186,6 +206,7 @@ private:
 	const SimGuestOptions options_;
 	std::unique_ptr<BuddyAllocator> allocator_;
 	std::unique_ptr<SimOs> os_;
+	std::unique_ptr<PressureModel> pressure_model_;
 	// The core's workspace (page runs, hint chain blocks), which the device never reads,
 	// lives outside guest RAM.
 	std::unique_ptr<Core::Workspace> workspace_;
@@ -202,6 +223,8 @@ private:
 	std::atomic<bool> reporting_held_{false};
 	EventFd stop_;
 	EventFd retry_; // memory was freed: a stalled inflate may go on
+	EventFd adjust_;	     // run_second(): run an adjust pass
+	uint64_t adjust_passes_ = 0; // state_mutex_
 	mutable std::mutex state_mutex_;
 	std::condition_variable state_changed_;
 	uint32_t handled_generation_ = 0;

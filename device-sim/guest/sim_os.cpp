@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "sim_os.h"
 
+#include "pressure_model.h"
+
 #include <poll.h>
 
 #include <algorithm>
@@ -85,6 +87,8 @@ void SimOs::pressure_sample(vb::PressureSample* sample)
 	sample->free_pages = counts.free;
 	sample->available_pages = counts.free;
 	sample->total_pages = static_cast<uint64_t>(managed_pages());
+	if (pressure_model_)
+		pressure_model_->sample(sample);
 }
 
 bool SimOs::alloc_pages(unsigned order, vb::PageUse, vb::Reclaim reclaim, uint64_t* pfn)
@@ -95,6 +99,13 @@ bool SimOs::alloc_pages(unsigned order, vb::PageUse, vb::Reclaim reclaim, uint64
 	// for; it is not held to the watermark.
 	if (reclaim == vb::Reclaim::kNone && min_free_pages_ != 0 &&
 	    allocator_.counts().free < min_free_pages_ + (1ull << order)) {
+		counters_.alloc_ns += nanoseconds_since(start);
+		return false;
+	}
+	// With a page cache, a light reclaim at the watermark evicts one batch of it and
+	// gives up if that was not enough (__GFP_NORETRY).
+	if (reclaim == vb::Reclaim::kLight && pressure_model_ &&
+	    !pressure_model_->reclaim_for(order)) {
 		counters_.alloc_ns += nanoseconds_since(start);
 		return false;
 	}

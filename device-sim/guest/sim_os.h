@@ -25,6 +25,8 @@
 
 namespace vbsim {
 
+class PressureModel;
+
 struct SimOsCounters {
 	std::atomic<uint64_t> pages_initialised_by_guest{0}; // zeroed or poisoned on the way back
 	std::atomic<uint64_t> guest_init_ns{0};              // time spent doing that
@@ -61,6 +63,9 @@ public:
 	void set_host_owns_probe(HostOwnsPage probe) { host_owns_ = std::move(probe); }
 	// See SimGuestOptions::min_free_pages.
 	void set_min_free_pages(uint64_t pages) { min_free_pages_ = pages; }
+	// The page cache and workload (pressure_model.h): Reclaim::kLight then evicts from its
+	// page cache below the min watermark, and pressure_sample() reports its counters.
+	void set_pressure_model(PressureModel* model) { pressure_model_ = model; }
 	// Makes every blocked queue_wait_used() return nullptr (device going away).
 	void abort_waits();
 
@@ -80,8 +85,8 @@ public:
 	// What Linux derives from the min watermark (SimGuestOptions::min_free_pages): 0 when
 	// none is modelled, the allocator then hands out its last free page.
 	uint64_t free_pages_kept();
-	// The allocator's levels; the guest has no page cache or workload that could refault,
-	// so its pressure counters stay at zero.
+	// The allocator's levels; without a pressure model the guest has no page cache or
+	// workload that could refault, so its pressure counters stay at zero.
 	void pressure_sample(vb::PressureSample* sample);
 	uint64_t phys_addr(const void* buffer);
 	bool queue_add(vb::QueueKind kind, const vb::Segment* out, unsigned n_out, const vb::Segment* in,
@@ -160,6 +165,7 @@ private:
 	std::atomic<bool> aborted_{false};
 	HostOwnsPage host_owns_;
 	uint64_t min_free_pages_ = 0;
+	PressureModel* pressure_model_ = nullptr;
 	SimOsCounters counters_;
 };
 

@@ -152,7 +152,8 @@ static_assert(static_cast<unsigned>(vb::LogLevel::kError) == VB_OS_LOG_ERROR &&
 	      static_cast<unsigned>(vb::LogLevel::kDebug) == VB_OS_LOG_DEBUG);
 static_assert(static_cast<int>(vb::StepResult::kSettled) == VB_OS_STEP_SETTLED &&
 	      static_cast<int>(vb::StepResult::kMoreWork) == VB_OS_STEP_MORE_WORK &&
-	      static_cast<int>(vb::StepResult::kStalled) == VB_OS_STEP_STALLED);
+	      static_cast<int>(vb::StepResult::kStalled) == VB_OS_STEP_STALLED &&
+	      static_cast<int>(vb::StepResult::kHeld) == VB_OS_STEP_HELD);
 
 using KernelBalloon = vb::Balloon<KernelOs>;
 
@@ -247,6 +248,14 @@ constexpr CounterName kCounters[] = {
 	{"report_failures", &vb::BalloonCounters::report_failures},
 	{"pages_reported_device_initialised",
 	 &vb::BalloonCounters::wire_pages_reported_device_initialised},
+	{"pressure_ticks", &vb::BalloonCounters::pressure_ticks},
+	{"pressure_ticks_under_pressure", &vb::BalloonCounters::pressure_ticks_under_pressure},
+	{"pressure_held_steps", &vb::BalloonCounters::pressure_held_steps},
+	{"pressure_refused_wire_pages", &vb::BalloonCounters::pressure_refused_wire_pages},
+	{"pressure_reclaim_wire_pages", &vb::BalloonCounters::pressure_reclaim_wire_pages},
+	{"pressure_give_backs", &vb::BalloonCounters::pressure_give_backs},
+	{"pressure_give_back_wire_pages", &vb::BalloonCounters::pressure_give_back_wire_pages},
+	{"pressure_floor_pages", &vb::BalloonCounters::pressure_floor_pages},
 };
 
 // A counter added to the core must be added above, or debugfs would silently miss it.
@@ -344,6 +353,25 @@ uint64_t vballoon_core_balloon_wire_pages(const vballoon_core* core)
 void vballoon_core_set_max_chunk_order(vballoon_core* core, unsigned int order)
 {
 	balloon(core).set_max_chunk_order(order);
+}
+
+void vballoon_core_set_pressure_policy(vballoon_core* core, bool enabled, uint64_t floor_pages)
+{
+	vb::PressurePolicy policy;
+
+	policy.enabled = enabled;
+	policy.floor_pages = floor_pages;
+	balloon(core).set_pressure_policy(policy);
+}
+
+bool vballoon_core_pressure_tick(vballoon_core* core)
+{
+	return balloon(core).pressure_tick();
+}
+
+unsigned int vballoon_core_pressure_tick_ms(void)
+{
+	return KernelBalloon::kPressureTickMs;
 }
 
 bool vballoon_core_hint_config_changed(vballoon_core* core)

@@ -77,6 +77,9 @@ struct vballoon_dev {
 	struct delayed_work update_work;
 	/* The device returned the stats buffer. */
 	struct work_struct stats_work;
+	/* The pressure governor's tick (module parameter pressure_governor), when it runs. */
+	bool pressure_governed;
+	struct delayed_work pressure_work;
 	/*
 	 * Set under stop_lock while the device has no queues (remove, freeze, a failed
 	 * restore): no callback queues new work then, and work runs only once it is clear.

@@ -87,6 +87,25 @@ static bool device_init;
 module_param(device_init, bool, 0444);
 MODULE_PARM_DESC(device_init, "Take the DEVICE_INIT bits 6 and 7 if offered (default: off)");
 
+/*
+ * The pressure governor (driver/core/include/vballoon/core/pressure_governor.h) paces the
+ * inflate by the guest's memory pressure, stops it at a floor and, with DEFLATE_ON_OOM,
+ * gives memory back before the OOM killer runs. With it a guest may keep `actual` below
+ * the host's target for as long as it cannot spare the memory: the spec allows it
+ * (supplying pages is a SHOULD), but a management tool may read it as a fault. So by
+ * default (-1) it runs only for a device that offers VB_F_X_PRESSURE, whose host expects
+ * it (spec/proposals/vb-f-x-pressure.md); 1 runs it for any device, 0 never.
+ */
+static int pressure_governor = -1;
+module_param(pressure_governor, int, 0444);
+MODULE_PARM_DESC(pressure_governor,
+		 "Pace inflation by the guest's memory pressure: -1 when the device offers VB_F_X_PRESSURE (default), 1 always, 0 never");
+
+static unsigned int pressure_floor_mib;
+module_param(pressure_floor_mib, uint, 0444);
+MODULE_PARM_DESC(pressure_floor_mib,
+		 "Memory the governor never inflates into, in MiB (default 0: derived from RAM and refaults)");
+
 /* After the guest ran out of pages to give without pressure (virtio_balloon: "Out of puff"). */
 #define VBALLOON_STALL_RETRY_MS 200
 /*
@@ -129,6 +148,7 @@ static void vballoon_guest_traits(struct vballoon_guest_traits *traits)
 	traits->runs_free_page_hinting = true;
 	traits->runs_page_reporting = IS_ENABLED(CONFIG_PAGE_REPORTING);
 	traits->accept_device_init = device_init;
+	traits->runs_pressure_governor = pressure_governor != 0;
 }
 
 /* ---- Queues ----------------------------------------------------------------------- */
@@ -251,8 +271,31 @@ static void vballoon_update_func(struct work_struct *work)
 		vballoon_queue_update(vb, msecs_to_jiffies(VBALLOON_STALL_RETRY_MS));
 		break;
 	default:
+		/* Settled, or held back by the governor: its tick says when to go on. */
 		break;
 	}
+}
+
+static void vballoon_queue_pressure_tick(struct vballoon_dev *vb)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&vb->stop_lock, flags);
+	if (!vb->stopping && vb->pressure_governed)
+		queue_delayed_work(system_freezable_wq, &vb->pressure_work,
+				   msecs_to_jiffies(vballoon_core_pressure_tick_ms()));
+	spin_unlock_irqrestore(&vb->stop_lock, flags);
+}
+
+/* The governor's clock: a sample a second, a give-back when it decides, a resume. */
+static void vballoon_pressure_func(struct work_struct *work)
+{
+	struct vballoon_dev *vb =
+		container_of(to_delayed_work(work), struct vballoon_dev, pressure_work);
+
+	if (vballoon_core_pressure_tick(vb->core))
+		vballoon_queue_update(vb, 0);
+	vballoon_queue_pressure_tick(vb);
 }
 
 static void vballoon_stats_func(struct work_struct *work)
@@ -289,6 +332,7 @@ static void vballoon_stop_work(struct vballoon_dev *vb)
 	spin_unlock_irq(&vb->stop_lock);
 	cancel_delayed_work_sync(&vb->update_work);
 	cancel_work_sync(&vb->stats_work);
+	cancel_delayed_work_sync(&vb->pressure_work);
 }
 
 /* The queues are up and the core started: callbacks may queue work again. */
@@ -473,6 +517,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 	spin_lock_init(&vb->stop_lock);
 	INIT_DELAYED_WORK(&vb->update_work, vballoon_update_func);
 	INIT_WORK(&vb->stats_work, vballoon_stats_func);
+	INIT_DELAYED_WORK(&vb->pressure_work, vballoon_pressure_func);
 	balloon_devinfo_init(&vb->b_dev_info);
 	INIT_LIST_HEAD(&vb->held_pages);
 	vb->keep_blocks_whole = keep_blocks_whole;
@@ -509,6 +554,10 @@ static int vballoon_probe(struct virtio_device *vdev)
 		goto out_free_core;
 	}
 	vballoon_core_set_max_chunk_order(vb->core, max_chunk_order);
+	vb->pressure_governed = pressure_governor > 0 ||
+				(pressure_governor < 0 && virtio_has_feature(vdev, VB_F_X_PRESSURE));
+	vballoon_core_set_pressure_policy(vb->core, vb->pressure_governed,
+					  (uint64_t)pressure_floor_mib << (20 - PAGE_SHIFT));
 
 	/* Before DRIVER_OK: primes the stats queue and writes poison_val. */
 	if (!vballoon_core_prepare(vb->core)) {
@@ -529,6 +578,7 @@ static int vballoon_probe(struct virtio_device *vdev)
 	vballoon_free_pages_start(vb);
 	/* Config changes before this point were not delivered; the device may want a balloon. */
 	vballoon_queue_update(vb, 0);
+	vballoon_queue_pressure_tick(vb);
 	return 0;
 
 out_destroy_core:
@@ -620,6 +670,7 @@ static int vballoon_restore(struct virtio_device *vdev)
 	vballoon_core_start(vb->core);
 	vballoon_free_pages_start(vb);
 	vballoon_queue_update(vb, 0);
+	vballoon_queue_pressure_tick(vb);
 	return 0;
 
 out_reset:
@@ -639,6 +690,8 @@ static unsigned int vballoon_features[] = {
 	VIRTIO_BALLOON_F_REPORTING,
 	/* Experimental (spec/experimental.md); offered by no upstream host. */
 	VB_F_X_CHUNKED,
+	/* Only while the pressure governor may run (vballoon_validate() clears it otherwise). */
+	VB_F_X_PRESSURE,
 	/* Proposals, accepted only with device_init=1 (vballoon_validate() clears them). */
 	VB_F_DEVICE_INIT_REPORTED,
 	VB_F_DEVICE_INIT_ON_INFLATE,

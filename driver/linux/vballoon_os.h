@@ -105,6 +105,7 @@ struct vballoon_guest_traits {
 #define VB_OS_STEP_SETTLED 0
 #define VB_OS_STEP_MORE_WORK 1
 #define VB_OS_STEP_STALLED 2
+#define VB_OS_STEP_HELD 3
 
 /*
  * Queues are named by their spec kind (VB_QUEUE_* of the spec header), never by transport
@@ -200,6 +201,12 @@ void vballoon_core_release_after_reset(struct vballoon_core *core);
 uint64_t vballoon_core_target_wire_pages(struct vballoon_core *core);
 uint64_t vballoon_core_balloon_wire_pages(const struct vballoon_core *core);
 void vballoon_core_set_max_chunk_order(struct vballoon_core *core, unsigned int order);
+/* Before start(): the pressure governor on or off, and its floor in pages (0: derived). */
+void vballoon_core_set_pressure_policy(struct vballoon_core *core, bool enabled,
+				       uint64_t floor_pages);
+/* About every vballoon_core_pressure_tick_ms(); true: run vballoon_core_adjust() again. */
+bool vballoon_core_pressure_tick(struct vballoon_core *core);
+unsigned int vballoon_core_pressure_tick_ms(void);
 
 /* Free page hinting; hint_config_changed() may be called in any context. */
 bool vballoon_core_hint_config_changed(struct vballoon_core *core);

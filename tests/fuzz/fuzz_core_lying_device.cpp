@@ -6,7 +6,9 @@
 //   u16 n    then n bytes of operations: host target changes (num_pages anywhere,
 //            0xffffffff included), adjust_towards_target, deflate_for_oom,
 //            handle_stats_request, migrate_page, allocation failures, memory pressure,
-//            queue-full refusals, lock contention, volatile config, release_all
+//            queue-full refusals, lock contention, volatile config, release_all, the
+//            pressure governor (its policy and pressure samples chosen by the input, any
+//            values, and pressure_tick())
 //   tape     the rest: what the device does each time the core waits (any buffer in
 //            flight, in any order, with any used length and bitmap, a token it never got,
 //            or nothing at all because it went away). An empty tape is an honest device.
@@ -209,6 +211,56 @@ private:
 			check("migrate_page");
 	}
 
+	// The governor's inputs, as the input likes them: the policy now and then, and a
+	// sample whose clock and counters move by fuzz-chosen amounts (or jump anywhere).
+	void pressure_sample()
+	{
+		const uint8_t how = in_.u8();
+		if (how & 1) {
+			vb::PressurePolicy policy;
+			policy.enabled = how & 2;
+			policy.give_back = how & 4;
+			policy.floor_pages = how & 8 ? in_.u32() : 0;
+			core_->set_pressure_policy(policy);
+		}
+		vb::PressureSample& p = os_.pressure;
+		if (how & 16) {
+			p.now_ms = in_.u64();
+			p.refaults = in_.u64();
+		} else {
+			p.now_ms += in_.u16();
+			p.refaults += in_.u16() << (in_.u8() % 16);
+		}
+		p.alloc_stalls += in_.u16();
+		p.direct_scans += in_.u16();
+		p.major_faults += in_.u16();
+		p.oom_kills += in_.u8() & 1;
+		p.has_stall_time = how & 32;
+		p.stall_us += in_.u32();
+		const uint64_t managed = os_.allocator.frame_count();
+		p.total_pages = how & 64 ? in_.u64() : managed;
+		p.free_pages = in_.u32() % (managed + 1);
+		p.available_pages = p.free_pages + (how & 128 ? in_.u64() : in_.u16());
+		os_.kept_free_pages = in_.u16();
+	}
+
+	void pressure_tick()
+	{
+		const uint64_t before = core_->balloon_pfns();
+		const bool resume = core_->pressure_tick();
+		check("pressure_tick");
+		const uint64_t after = core_->balloon_pfns();
+		FUZZ_CHECK(after <= before, "pressure_tick inflated: %llu -> %llu PFNs",
+			   (unsigned long long)before, (unsigned long long)after);
+		FUZZ_CHECK(after == before || os_.has_feature(VB_F_DEFLATE_ON_OOM),
+			   "pressure_tick gave back without DEFLATE_ON_OOM: %llu -> %llu PFNs",
+			   (unsigned long long)before, (unsigned long long)after);
+		FUZZ_CHECK(!resume || core_->governor().enabled(),
+			   "a disabled governor asked to resume");
+		if (resume)
+			adjust("adjust_towards_target (resumed by pressure_tick)");
+	}
+
 	void pressure()
 	{
 		const uint8_t how = in_.u8();
@@ -252,11 +304,11 @@ private:
 	void step()
 	{
 		static const char* const kNames[] = {
-			"target",      "target",   "adjust",	"adjust*n",
-			"oom",	       "stats",	   "migrate",	"alloc-failures",
-			"device-mood", "pressure", "max-order", "release_all"};
+			"target",    "target",	    "adjust",	       "adjust*n",     "oom",
+			"stats",     "migrate",	    "alloc-failures",  "device-mood",  "pressure",
+			"max-order", "release_all", "pressure-sample", "pressure-tick"};
 		os_.begin_op();
-		const unsigned op = in_.u8() % 12;
+		const unsigned op = in_.u8() % 14;
 		FUZZ_TRACE("op %s (balloon %llu PFNs, target %u)\n", kNames[op],
 			   (unsigned long long)core_->balloon_wire_pages(), os_.num_pages);
 		switch (op) {
@@ -320,7 +372,13 @@ private:
 		case 10:
 			core_->set_max_chunk_order(in_.u8() % 12);
 			break;
-		default:
+		case 12:
+			pressure_sample();
+			break;
+		case 13:
+			pressure_tick();
+			break;
+		case 11:
 			core_->release_all();
 			check("release_all");
 			if (os_.gone()) {

@@ -341,8 +341,12 @@ public:
 		FUZZ_CHECK(has_feature(VB_F_FREE_PAGE_HINT), "hint list take without FREE_PAGE_HINT");
 		return 0;
 	}
-	uint64_t free_pages_kept() { return 0; }
-	void pressure_sample(vb::PressureSample* sample) { *sample = {}; }
+	uint64_t free_pages_kept() { return kept_free_pages; }
+	// What the harness chose (fuzz_core_lying_device.cpp, op "pressure-sample"): any
+	// values, clocks that go backwards and counters that wrap included.
+	void pressure_sample(vb::PressureSample* sample) { *sample = pressure; }
+	vb::PressureSample pressure{};
+	uint64_t kept_free_pages = 0;
 
 	uint64_t phys_addr(const void* buffer)
 	{

@@ -215,6 +215,13 @@ def check_inflate(binary):
               f"inflate reached {result['inflate']['actual_pages']} pages")
 
 
+def check_squeeze(binary):
+    proc = run(binary, "squeeze", "--targets-mib", "128", "450", "--step-seconds", "20")
+    check(proc.returncode == 0, f"squeeze exited {proc.returncode}: {proc.stderr}")
+    for needed in ("governor off", "governor on", "throughput", "actual "):
+        check(needed in proc.stdout, f"squeeze printed no '{needed}'")
+
+
 def main(argv):
     if len(argv) != 2:
         print(f"usage: {argv[0]} VBALLOON_SIM", file=sys.stderr)
@@ -223,6 +230,7 @@ def main(argv):
     with tempfile.TemporaryDirectory(prefix="vballoon-sim-cli-") as scratch:
         check_bad_arguments(binary, scratch)
         check_inflate(binary)
+        check_squeeze(binary)
         check_default_strategies(binary, scratch)
         check_max_bandwidth(binary, scratch)
         check_compare(binary, scratch)

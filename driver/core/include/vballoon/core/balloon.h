@@ -8,8 +8,13 @@
 //                                its Workspace is the OS's to place
 //   prepare()                    before DRIVER_OK: prime statsq, write poison_val
 //   start()                      after DRIVER_OK: notify statsq
+//   set_pressure_policy()        before start(): pace the inflate by the guest's pressure
 //   adjust_towards_target()      on every config change, repeated while it says kMoreWork
-//                                (kStalled: retry later, on a timer or when memory is freed)
+//                                (kStalled: retry later, on a timer or when memory is freed;
+//                                kHeld: the pressure governor holds it, wait for a tick)
+//   pressure_tick()              about once a second (kPressureTickMs) while the pressure
+//                                policy is enabled, no lock held, may sleep; true: call
+//                                adjust_towards_target() again
 //   handle_stats_request()       when the device returns the stats buffer
 //   deflate_for_oom()            from the OOM notifier (DEFLATE_ON_OOM only)
 //   migrate_page()               when compaction moves a ballooned page
@@ -106,6 +111,14 @@ public:
 
 	// ---- The page balloon (page_balloon.h) -------------------------------------------
 	StepResult adjust_towards_target() { return pages_.adjust_towards_target(); }
+	// ---- The pressure governor (pressure_governor.h) ------------------------------------
+	static constexpr uint64_t kPressureTickMs = PressureGovernor::kPressureTickMs;
+	void set_pressure_policy(const PressurePolicy& policy)
+	{
+		pages_.set_pressure_policy(policy);
+	}
+	bool pressure_tick() { return pages_.pressure_tick(); }
+	const PressureGovernor& governor() const { return pages_.governor(); }
 	// The wire pages freed, at most kOomDeflateWirePages.
 	uint64_t deflate_for_oom() { return pages_.deflate_for_oom(); }
 	void handle_stats_request() { pages_.handle_stats_request(); }

@@ -47,6 +47,15 @@ struct BalloonCounters {
 	Counter wire_pages_reported;  // wire pages in them
 	Counter report_failures;      // reports refused, or never acknowledged (device gone)
 	Counter wire_pages_reported_device_initialised; // DEVICE_INIT_REPORTED: wire pages it zeroed
+	// The pressure governor (pressure_governor.h), with PressurePolicy::enabled.
+	Counter pressure_ticks;		       // pressure_tick() calls
+	Counter pressure_ticks_under_pressure; // of them, ticks that found the guest tight or thrashing
+	Counter pressure_held_steps;	       // inflate steps the governor stopped short (kHeld)
+	Counter pressure_refused_wire_pages;   // what those steps wanted and did not take
+	Counter pressure_reclaim_wire_pages;   // wire pages a governed inflate took with reclaim
+	Counter pressure_give_backs;	       // give-back deflates under sustained pressure
+	Counter pressure_give_back_wire_pages; // wire pages they gave back
+	Counter pressure_floor_pages; // the governor's floor at the last tick (guest pages), not a sum
 };
 
 } // namespace vb

@@ -30,6 +30,7 @@
 #include "vballoon/core/messenger.h"
 #include "vballoon/core/os_interface.h"
 #include "vballoon/core/pfn_packer.h"
+#include "vballoon/core/pressure_governor.h"
 #include "vballoon/core/stats_report.h"
 #include "vballoon/support/atomic.h"
 #include "vballoon/support/freestanding.h"
@@ -39,10 +40,14 @@
 namespace vb {
 
 // What one call to adjust_towards_target() left behind.
-enum class [[nodiscard]] StepResult : uint8_t {
+enum class [[nodiscard]] StepResult : uint8_t{
 	kSettled,  // the balloon is at the target
 	kMoreWork, // progress was made; call again
 	kStalled,  // the guest has no more pages to give without pressure; retry later
+	// The pressure governor (pressure_governor.h) holds the inflate back: the target is not
+	// met and the guest cannot spare more now. The OS does not retry on its stall timer;
+	// its next pressure_tick() says when to call again.
+	kHeld,
 };
 
 template <BalloonOs Os> class PageBalloon {
@@ -90,11 +95,11 @@ public:
 	// `runs` must outlive the balloon.
 	PageBalloon(Os& os, uint64_t negotiated_features, const GuestTraits& traits,
 		    BalloonCounters& counters, StepRuns& runs)
-		: os_(os), features_(negotiated_features), traits_(traits),
-		  wire_pages_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)),
-		  max_chunk_order_(min(kLargestChunkOrder, traits.max_alloc_order)), counters_(counters),
-		  messenger_(os, negotiated_features, traits, counters), inflate_runs_(runs.inflate),
-		  deflate_runs_(runs.deflate)
+	    : os_(os), features_(negotiated_features), traits_(traits),
+	      wire_pages_per_page_(1u << (traits.page_shift - VB_PFN_SHIFT)),
+	      max_chunk_order_(min(kLargestChunkOrder, traits.max_alloc_order)),
+	      counters_(counters), messenger_(os, negotiated_features, traits, counters),
+	      inflate_runs_(runs.inflate), deflate_runs_(runs.deflate), governor_(traits.page_shift)
 	{
 	}
 
@@ -109,6 +114,17 @@ public:
 
 	StepResult adjust_towards_target();
 	uint64_t deflate_for_oom(); // the wire pages freed, as deflate()
+	// Before start(): pace the inflate by the guest's memory pressure (pressure_governor.h).
+	void set_pressure_policy(const PressurePolicy& policy)
+	{
+		governor_.set_policy(policy, negotiated(VB_F_DEFLATE_ON_OOM));
+	}
+	// About once a second (PressureGovernor::kPressureTickMs) while the policy is enabled,
+	// no lock held, in a context that may sleep: samples the guest's pressure, gives back
+	// when the governor says so (through deflate(), under the balloon lock), and returns
+	// true when adjust_towards_target() should run again.
+	bool pressure_tick();
+	const PressureGovernor& governor() const { return governor_; }
 	void handle_stats_request();
 	[[nodiscard]] bool migrate_page(uint64_t old_pfn, uint64_t new_pfn);
 	void release_all();
@@ -150,17 +166,26 @@ private:
 		uint64_t wanted_pages;
 		bool guest_initialises; // the guest writes each page before the host sees it
 		bool awaits_acks;	// pages join the balloon as the host acknowledges them
+		bool governed;		// the pressure governor plans each batch
 		size_t run_count = 0;
 		uint64_t allocated = 0;
 		uint64_t acknowledged_pages = 0;
 		unsigned batches = 0;
 		bool allocating = true;
 		bool short_of_pages = false;
+		bool held = false; // the governor stopped the step short
 		HeldBlocks unreachable{};
 	};
 	bool guest_initialises_inflated() const;
 	bool allocate_batch(InflateStep& step);
-	uint64_t allocate_runs(InflateStep& step, uint64_t wanted_pages);
+	uint64_t allocate_governed(InflateStep& step, uint64_t batch, const InflatePlan& plan);
+	uint64_t allocate_runs(InflateStep& step, size_t first_run, uint64_t wanted_pages,
+			       Reclaim single_page_reclaim);
+	// The governor's look at the guest now (samples it; no lock held).
+	GovernorInput pressure_input();
+	// VB_F_X_PRESSURE's own tags (27-29): what the governor holds back, gave back and
+	// leaves the guest.
+	void add_pressure_stats(MemoryStats& stats) const;
 	size_t fold_last_run(size_t first_run, size_t run_count);
 	uint64_t batch_pages(unsigned batch_index) const;
 	uint64_t pages_below_target(uint64_t on_their_way) const;
@@ -203,6 +228,8 @@ private:
 	uint32_t stats_count_ = 0;
 	// Error logs a broken device could otherwise flood (balloon lock held).
 	LogLimit migration_log_;
+	// Balloon lock; its policy is set before start().
+	PressureGovernor governor_;
 };
 
 template <BalloonOs Os> uint64_t PageBalloon<Os>::target_wire_pages() const
@@ -224,10 +251,11 @@ template <BalloonOs Os> bool PageBalloon<Os>::prepare()
 		MemoryStats stats{};
 
 		os_.memory_stats(&stats);
+		add_pressure_stats(stats);
 		stats_tag_mask_ = stats.present_mask & ((1u << VB_S_NR) - 1);
 		// Tags past Linux's own only to a device that asked for them: some devices refuse
 		// a stats buffer with a tag they do not know.
-		if (!negotiated(VB_F_X_PRESSURE) && !VB_MUTANT(PRS02_PRESSURE_TAGS_UNASKED))
+		if (!negotiated(VB_F_X_PRESSURE) && !VB_MUTANT(PRS11_PRESSURE_TAGS_UNASKED))
 			stats_tag_mask_ &= (1u << VB_S_FIRST_PRESSURE_TAG) - 1;
 		stats_count_ = VB_MUTANT(STATS05_PRIME_EMPTY_BUFFER) ? 0 : fill_stats_entries(stats_, stats, stats_tag_mask_);
 		// Primed with real values: a device may read them before it ever asks.
@@ -260,6 +288,11 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::adjust_towards_target()
 	uint64_t target = target_wire_pages();
 	uint64_t current = balloon_wire_pages_.get();
 
+	if (governor_.enabled()) {
+		os_.lock();
+		governor_.note_target(target);
+		os_.unlock();
+	}
 	if (target > current)
 		return inflate(min<uint64_t>(target - current, inflate_step_wire_pages()));
 	if (target < current) {
@@ -315,6 +348,56 @@ template <BalloonOs Os> void PageBalloon<Os>::release_after_reset()
 			give_back(deflate_runs_[i]);
 	}
 	os_.unlock();
+}
+
+template <BalloonOs Os> void PageBalloon<Os>::add_pressure_stats(MemoryStats& stats) const
+{
+	if (!negotiated(VB_F_X_PRESSURE) || !governor_.enabled())
+		return;
+	const uint64_t target = target_wire_pages();
+	const uint64_t held = balloon_wire_pages();
+	stats.value[VB_S_X_HELD_BACK] =
+		governor_.inflate_held() && target > held ? (target - held) * VB_PFN_UNIT_BYTES : 0;
+	stats.value[VB_S_X_GIVEN_BACK] =
+		counters_.pressure_give_back_wire_pages.get() * VB_PFN_UNIT_BYTES;
+	stats.value[VB_S_X_FLOOR] = counters_.pressure_floor_pages.get() << traits_.page_shift;
+	stats.present_mask |=
+		(1u << VB_S_X_HELD_BACK) | (1u << VB_S_X_GIVEN_BACK) | (1u << VB_S_X_FLOOR);
+}
+
+template <BalloonOs Os> GovernorInput PageBalloon<Os>::pressure_input()
+{
+	GovernorInput in{};
+	os_.pressure_sample(&in.sample);
+	in.kept_free_pages = os_.free_pages_kept();
+	in.balloon_pages = balloon_wire_pages_.get() / wire_pages_per_page_;
+	// RAM with the balloon: without DEFLATE_ON_OOM its pages left the guest's total
+	// (keep_inflated()), with it they stay counted.
+	in.ram_pages =
+		in.sample.total_pages + (negotiated(VB_F_DEFLATE_ON_OOM) ? 0 : in.balloon_pages);
+	return in;
+}
+
+template <BalloonOs Os> bool PageBalloon<Os>::pressure_tick()
+{
+	if (!governor_.enabled())
+		return false;
+	const GovernorInput in = pressure_input();
+	os_.lock();
+	const bool below_target = target_wire_pages() > balloon_wire_pages_.get();
+	const TickDecision decision = governor_.tick(in, below_target);
+	counters_.pressure_ticks.add(1);
+	if (governor_.level() != PressureLevel::kCalm)
+		counters_.pressure_ticks_under_pressure.add(1);
+	counters_.pressure_floor_pages.set(governor_.floor_pages(in.ram_pages));
+	os_.unlock();
+	if (decision.give_back_pages) {
+		const uint64_t freed =
+			deflate(decision.give_back_pages * wire_pages_per_page_).freed_wire_pages;
+		counters_.pressure_give_backs.add(1);
+		counters_.pressure_give_back_wire_pages.add(freed);
+	}
+	return decision.resume;
 }
 
 } // namespace vb

@@ -78,6 +78,13 @@ template <BalloonOs Os> uint64_t PageBalloon<Os>::deflate_for_oom()
 	counters_.oom_calls.add(1);
 	uint64_t freed_wire_pages = deflate(kOomDeflateWirePages).freed_wire_pages;
 	counters_.oom_wire_pages_freed.add(freed_wire_pages);
+	if (governor_.enabled() && freed_wire_pages) {
+		// What FreeBSD's deflate-on-OOM fix does: the inflate must not take these straight
+		// back; it waits for the governor's hold.
+		os_.lock();
+		governor_.note_oom_deflate();
+		os_.unlock();
+	}
 	return freed_wire_pages;
 }
 

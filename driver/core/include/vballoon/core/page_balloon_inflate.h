@@ -32,7 +32,7 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 {
 	InflateStep step = {messenger_.open_pipeline(QueueKind::kInflate, inflate_runs_),
 			    wanted_wire_pages / wire_pages_per_page_, guest_initialises_inflated(),
-			    rules::inflated_pages_wait_for_ack()};
+			    rules::inflated_pages_wait_for_ack(), governor_.enabled()};
 
 	for (;;) {
 		if (allocate_batch(step)) {
@@ -56,6 +56,17 @@ template <BalloonOs Os> StepResult PageBalloon<Os>::inflate(uint64_t wanted_wire
 	// spin on a queue that refuses.
 	if (step.short_of_pages || !all_acknowledged)
 		return StepResult::kStalled;
+	if (step.held) {
+		// Not met and not retried on a timer: the governor's tick says when to go on.
+		// `actual` stays below num_pages meanwhile (supplying pages is a SHOULD).
+		os_.lock();
+		governor_.note_held();
+		os_.unlock();
+		counters_.pressure_held_steps.add(1);
+		counters_.pressure_refused_wire_pages.add((step.wanted_pages - step.allocated) *
+							  wire_pages_per_page_);
+		return StepResult::kHeld;
+	}
 	return StepResult::kMoreWork;
 }
 
@@ -81,10 +92,26 @@ template <BalloonOs Os> bool PageBalloon<Os>::allocate_batch(InflateStep& step)
 		batch = min(batch, pages_below_target(step.allocated - step.acknowledged_pages));
 		step.allocating = batch != 0;
 	}
+	InflatePlan plan = {batch, 0, true};
+	if (batch && step.governed) {
+		// The governor's share of it: free pages first, reclaim only while the guest is
+		// calm, nothing below the floor.
+		const GovernorInput in = pressure_input();
+		os_.lock();
+		plan = governor_.plan(in);
+		os_.unlock();
+		if (plan.max_pages < batch) {
+			batch = plan.max_pages;
+			step.held = true;
+			step.allocating = false;
+		}
+	}
 	if (!batch)
 		return false;
 	const size_t first_run = step.run_count;
-	const uint64_t allocated = allocate_runs(step, batch);
+	const uint64_t allocated = step.governed
+					   ? allocate_governed(step, batch, plan)
+					   : allocate_runs(step, first_run, batch, Reclaim::kLight);
 	step.allocated += allocated;
 	if (step.short_of_pages || !allocated)
 		step.allocating = false;
@@ -95,20 +122,58 @@ template <BalloonOs Os> bool PageBalloon<Os>::allocate_batch(InflateStep& step)
 	return allocated != 0;
 }
 
-// Appends up to `wanted_pages` pages to inflate_runs_ after the step's runs (those are
-// already with the host and stay as they are), trying 2^max_chunk_order_ blocks first and
-// smaller ones as the larger run out, and returns how many it added. The allocator is never
-// pushed: a failed order is not retried in this call, and running out of order-0 pages (or
-// of room for unreachable blocks) leaves the step short of pages.
+// A governed batch: free pages above the watermarks without reclaim first, then, only if
+// the plan allows it (a calm guest), the rest with light reclaim; short of both, the step
+// is held.
 template <BalloonOs Os>
-uint64_t PageBalloon<Os>::allocate_runs(InflateStep& step, uint64_t wanted_pages)
+uint64_t PageBalloon<Os>::allocate_governed(InflateStep& step, uint64_t batch,
+					    const InflatePlan& plan)
 {
 	const size_t first_run = step.run_count;
+	const uint64_t free_part =
+		rules::governed_inflate_takes_free_pages_first() ? min(batch, plan.free_pages) : 0;
+	const uint64_t free_taken = allocate_runs(step, first_run, free_part, Reclaim::kNone);
+	uint64_t reclaimed = 0;
+	// Short of free pages: reclaim, or hold; but once the blocks beyond 16 TiB filled up
+	// the step stalls, as ungoverned.
+	step.short_of_pages = step.unreachable.count == kUnreachableHeld;
+	if (step.short_of_pages)
+		step.held = false;
+	else if (free_taken < batch && plan.reclaim && step.run_count < kRunsPerStep)
+		reclaimed = allocate_runs(step, first_run, batch - free_taken, Reclaim::kLight);
+	else if (free_taken < batch)
+		step.held = true;
+	counters_.pressure_reclaim_wire_pages.add(reclaimed * wire_pages_per_page_);
+	os_.lock();
+	governor_.note_inflated(free_taken, reclaimed);
+	os_.unlock();
+	if (step.held)
+		step.allocating = false;
+	return free_taken + reclaimed;
+}
+
+// Appends up to `wanted_pages` pages to inflate_runs_ after the step's runs before
+// `first_run` (those are already with the host and stay as they are; runs from first_run
+// on are this batch's and may grow), trying 2^max_chunk_order_ blocks first and smaller
+// ones as the larger run out, and returns how many it added. Single pages reclaim as far as
+// `single_page_reclaim` says, blocks never. The allocator is never pushed: a failed order
+// is not retried in this call, and running out of order-0 pages (or of room for
+// unreachable blocks) leaves the step short of pages.
+template <BalloonOs Os>
+uint64_t PageBalloon<Os>::allocate_runs(InflateStep& step, size_t first_run,
+					uint64_t wanted_pages, Reclaim single_page_reclaim)
+{
 	size_t& run_count = step.run_count;
 	HeldBlocks& unreachable = step.unreachable;
 	unsigned order = max_chunk_order_;
 	uint64_t allocated = 0;
 
+	// A governed batch calls twice (free pages, then reclaim): the first may have filled
+	// the blocks held aside.
+	if (unreachable.count == kUnreachableHeld) {
+		step.short_of_pages = wanted_pages != 0;
+		return 0;
+	}
 	while (allocated < wanted_pages) {
 		uint64_t left = wanted_pages - allocated;
 		uint64_t pfn;
@@ -116,8 +181,8 @@ uint64_t PageBalloon<Os>::allocate_runs(InflateStep& step, uint64_t wanted_pages
 		while (order > 0 && (1ull << order) > left)
 			order--;
 		// Blocks come only from free memory; a single page may reclaim lightly, as
-		// Linux's own balloon_page_alloc() does.
-		const Reclaim reclaim = order == 0 ? Reclaim::kLight : Reclaim::kNone;
+		// Linux's own balloon_page_alloc() does, unless the governor says otherwise.
+		const Reclaim reclaim = order == 0 ? single_page_reclaim : Reclaim::kNone;
 		if (!os_.alloc_pages(order, PageUse::kBalloon, reclaim, &pfn)) {
 			if (order == 0) {
 				step.short_of_pages = true;

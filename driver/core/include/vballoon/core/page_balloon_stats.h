@@ -24,6 +24,7 @@ template <BalloonOs Os> void PageBalloon<Os>::handle_stats_request()
 
 	MemoryStats stats{};
 	os_.memory_stats(&stats);
+	add_pressure_stats(stats);
 	// The tag subset was fixed when the buffer was primed; it never changes.
 	uint32_t tags = VB_MUTANT(STATS09_TAG_SET_CHANGES) ? stats_tag_mask_ & (stats_tag_mask_ - 1) : stats_tag_mask_;
 	stats_count_ = fill_stats_entries(stats_, stats, tags);
