@@ -50,6 +50,17 @@ struct PressureGuest : Guest {
 		refresh();
 		return balloon.pressure_tick();
 	}
+	// Inflates to `target`, then two thrashing ticks: the governor gives back a quantum.
+	void balloon_then_thrash(uint32_t target)
+	{
+		set_target(target);
+		ASSERT_EQ(settle(), vb::StepResult::kSettled);
+		tick();
+		for (int i = 0; i < 2; i++) {
+			os.pressure.refaults += 1000;
+			tick();
+		}
+	}
 	uint64_t cache = 0;
 };
 
@@ -153,13 +164,7 @@ TEST(BalloonPressure, SustainedThrashingGivesBackThroughTheDeflatePathOnlyWithDe
 TEST(BalloonPressure, AGiveBackIsHeldUntilCalmThenTheInflateResumes)
 {
 	PressureGuest guest(kWithDeflateOnOom);
-	guest.set_target(5000);
-	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
-	guest.tick();
-	guest.os.pressure.refaults += 1000;
-	guest.tick();
-	guest.os.pressure.refaults += 1000;
-	guest.tick();
+	guest.balloon_then_thrash(5000);
 	ASSERT_EQ(guest.balloon.balloon_wire_pages(), 5000u - 256);
 	// The learned floor is where the refaults began plus a margin; the workload then
 	// lets go of some cache, so there is room above it again.
@@ -179,13 +184,7 @@ TEST(BalloonPressure, AGiveBackIsHeldUntilCalmThenTheInflateResumes)
 TEST(BalloonPressure, ANewTargetEndsTheHold)
 {
 	PressureGuest guest(kWithDeflateOnOom);
-	guest.set_target(5000);
-	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
-	guest.tick();
-	guest.os.pressure.refaults += 1000;
-	guest.tick();
-	guest.os.pressure.refaults += 1000;
-	guest.tick();
+	guest.balloon_then_thrash(5000);
 	ASSERT_EQ(guest.settle(), vb::StepResult::kHeld);
 	guest.tick(); // calm again, still in the hold
 	guest.cache = 2000;
