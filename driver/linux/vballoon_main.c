@@ -98,13 +98,13 @@ MODULE_PARM_DESC(device_init, "Take the DEVICE_INIT bits 6 and 7 if offered (def
  */
 static int pressure_governor = -1;
 module_param(pressure_governor, int, 0444);
-MODULE_PARM_DESC(pressure_governor,
-		 "Pace inflation by the guest's memory pressure: -1 when the device offers VB_F_X_PRESSURE (default), 1 always, 0 never");
+MODULE_PARM_DESC(pressure_governor, "Pace inflation by the guest's memory pressure: -1 when the "
+				    "device offers VB_F_X_PRESSURE (default), 1 always, 0 never");
 
 static unsigned int pressure_floor_mib;
 module_param(pressure_floor_mib, uint, 0444);
-MODULE_PARM_DESC(pressure_floor_mib,
-		 "Memory the governor never inflates into, in MiB (default 0: derived from RAM and refaults)");
+MODULE_PARM_DESC(pressure_floor_mib, "Memory the governor never inflates into, in MiB (default 0: "
+				     "derived from RAM and refaults)");
 
 /* After the guest ran out of pages to give without pressure (virtio_balloon: "Out of puff"). */
 #define VBALLOON_STALL_RETRY_MS 200
@@ -554,8 +554,9 @@ static int vballoon_probe(struct virtio_device *vdev)
 		goto out_free_core;
 	}
 	vballoon_core_set_max_chunk_order(vb->core, max_chunk_order);
-	vb->pressure_governed = pressure_governor > 0 ||
-				(pressure_governor < 0 && virtio_has_feature(vdev, VB_F_X_PRESSURE));
+	vb->pressure_governed =
+		pressure_governor > 0 ||
+		(pressure_governor < 0 && virtio_has_feature(vdev, VB_F_X_PRESSURE));
 	vballoon_core_set_pressure_policy(vb->core, vb->pressure_governed,
 					  (uint64_t)pressure_floor_mib << (20 - PAGE_SHIFT));
 

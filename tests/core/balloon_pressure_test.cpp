@@ -50,6 +50,17 @@ struct PressureGuest : Guest {
 		refresh();
 		return balloon.pressure_tick();
 	}
+	// Inflates to `target`, then two thrashing ticks: the governor gives back a quantum.
+	void balloon_then_thrash(uint32_t target)
+	{
+		set_target(target);
+		ASSERT_EQ(settle(), vb::StepResult::kSettled);
+		tick();
+		for (int i = 0; i < 2; i++) {
+			os.pressure.refaults += 1000;
+			tick();
+		}
+	}
 	uint64_t cache = 0;
 };
 
@@ -153,13 +164,7 @@ TEST(BalloonPressure, SustainedThrashingGivesBackThroughTheDeflatePathOnlyWithDe
 TEST(BalloonPressure, AGiveBackIsHeldUntilCalmThenTheInflateResumes)
 {
 	PressureGuest guest(kWithDeflateOnOom);
-	guest.set_target(5000);
-	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
-	guest.tick();
-	guest.os.pressure.refaults += 1000;
-	guest.tick();
-	guest.os.pressure.refaults += 1000;
-	guest.tick();
+	guest.balloon_then_thrash(5000);
 	ASSERT_EQ(guest.balloon.balloon_wire_pages(), 5000u - 256);
 	// The learned floor is where the refaults began plus a margin; the workload then
 	// lets go of some cache, so there is room above it again.
@@ -179,13 +184,7 @@ TEST(BalloonPressure, AGiveBackIsHeldUntilCalmThenTheInflateResumes)
 TEST(BalloonPressure, ANewTargetEndsTheHold)
 {
 	PressureGuest guest(kWithDeflateOnOom);
-	guest.set_target(5000);
-	ASSERT_EQ(guest.settle(), vb::StepResult::kSettled);
-	guest.tick();
-	guest.os.pressure.refaults += 1000;
-	guest.tick();
-	guest.os.pressure.refaults += 1000;
-	guest.tick();
+	guest.balloon_then_thrash(5000);
 	ASSERT_EQ(guest.settle(), vb::StepResult::kHeld);
 	guest.tick(); // calm again, still in the hold
 	guest.cache = 2000;
@@ -204,6 +203,28 @@ TEST(BalloonPressure, AnOomDeflateIsNotTakenStraightBack)
 	EXPECT_EQ(guest.balloon.deflate_for_oom(), 256u);
 	EXPECT_EQ(guest.settle(), vb::StepResult::kHeld);
 	EXPECT_EQ(guest.balloon.balloon_wire_pages(), 5000u - 256);
+}
+
+// VB_F_X_PRESSURE's tags 27-29 (BAL-DRV-PRS-13): what the governor keeps below the
+// target, what it gave back early and the floor it leaves, in bytes.
+TEST(BalloonPressure, StatisticsSayWhatTheGovernorHeldBackGaveBackAndLeaves)
+{
+	PressureGuest guest(kWithDeflateOnOom | VB_FEATURE(VB_F_X_PRESSURE));
+	guest.balloon_then_thrash(5000); // gives back one quantum
+	const uint64_t given_back = guest.balloon.counters().pressure_give_back_wire_pages.get();
+	ASSERT_GT(given_back, 0u);
+	guest.set_target(16000); // a new target ends the hold; the learned floor stops it
+	guest.tick();
+	ASSERT_EQ(guest.settle(), vb::StepResult::kHeld);
+	const uint64_t floor_pages = guest.balloon.counters().pressure_floor_pages.get();
+	ASSERT_GT(floor_pages, 0u);
+
+	ASSERT_TRUE(guest.os.request_stats());
+	guest.balloon.handle_stats_request();
+	auto sent = decode_stats_entries(guest.os.last_stats);
+	EXPECT_EQ(sent[VB_S_X_HELD_BACK], (16000 - guest.balloon.balloon_wire_pages()) * 4096);
+	EXPECT_EQ(sent[VB_S_X_GIVEN_BACK], given_back * 4096);
+	EXPECT_EQ(sent[VB_S_X_FLOOR], floor_pages * 4096);
 }
 
 } // namespace

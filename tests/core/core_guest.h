@@ -5,7 +5,9 @@
 #define VBALLOON_TESTS_CORE_CORE_GUEST_H
 
 #include <functional>
+#include <map>
 #include <set>
+#include <vector>
 
 #include "fake_os.h"
 
@@ -72,6 +74,21 @@ inline std::set<uint64_t> sent_pfns(const FakeOs& os, vb::QueueKind queue)
 			EXPECT_TRUE(pfns.insert(pfn).second) << "PFN " << pfn << " sent twice";
 	}
 	return pfns;
+}
+
+// The statsq buffer as {tag: value}.
+inline std::map<uint16_t, uint64_t> decode_stats_entries(const std::vector<uint8_t>& bytes)
+{
+	std::map<uint16_t, uint64_t> out;
+	EXPECT_EQ(bytes.size() % VB_STAT_ENTRY_BYTES, 0u);
+	for (size_t at = 0; at + VB_STAT_ENTRY_BYTES <= bytes.size(); at += VB_STAT_ENTRY_BYTES) {
+		uint16_t tag = static_cast<uint16_t>(bytes[at] | bytes[at + 1] << 8);
+		uint64_t val = 0;
+		for (int i = 7; i >= 0; i--)
+			val = val << 8 | bytes[at + 2 + static_cast<size_t>(i)];
+		out[tag] = val;
+	}
+	return out;
 }
 
 } // namespace vbtest

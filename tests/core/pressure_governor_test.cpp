@@ -130,6 +130,18 @@ TEST(PressureGovernor, CalmGuestGivesFreePagesWithoutReclaimThenAReclaimQuantumP
 	EXPECT_EQ(g.governor.plan(g.guest.in).max_pages, 16 * kMiB);
 }
 
+TEST(PressureGovernor, ABalloonThatCannotGiveBackNeverReclaims)
+{
+	for (bool doo : {false, true}) {
+		for (bool give_back : {false, true}) {
+			Governed g(doo, enabled(give_back));
+			const InflatePlan plan = g.governor.plan(g.guest.in);
+			EXPECT_EQ(plan.reclaim, doo && give_back) << doo << give_back;
+			EXPECT_EQ(plan.max_pages, 480 * kMiB + (doo && give_back ? 16 * kMiB : 0));
+		}
+	}
+}
+
 TEST(PressureGovernor, BatchesShrinkAndReclaimStopsAsPressureRises)
 {
 	Governed g;

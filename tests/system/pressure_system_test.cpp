@@ -83,13 +83,16 @@ TEST(PressureSqueeze, TheGovernorKeepsTheWorkingSetAndNeverCycles)
 	EXPECT_EQ(result.oom_notifications, 0u);
 }
 
-TEST(PressureSqueeze, WithoutDeflateOnOomTheGovernorStopsButNeverGivesBack)
+TEST(PressureSqueeze, WithoutDeflateOnOomTheGovernorNeitherReclaimsNorGivesBack)
 {
 	vbsim::SqueezeResult result;
 	ASSERT_EQ(vbsim::run_squeeze(squeeze(true, false), &result), "");
 	EXPECT_TRUE(result.problems.empty());
 	EXPECT_EQ(result.give_back_wire_pages, 0u);
 	EXPECT_LT(result.actual_pages, result.target_pages);
+	// It takes free pages only, so the workload never notices.
+	EXPECT_EQ(refaults_in(result, 0), 0u);
+	EXPECT_EQ(throughput_permille(result, 0), 1000u);
 	// The balloon only ever grows.
 	for (size_t i = 1; i < result.seconds.size(); i++)
 		EXPECT_GE(result.seconds[i].balloon_pages, result.seconds[i - 1].balloon_pages)

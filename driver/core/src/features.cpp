@@ -48,7 +48,7 @@ uint64_t accept_features(uint64_t offered, const GuestTraits& traits)
 		accepted &= ~VB_FEATURE(VB_F_PAGE_REPORTING);
 	// VB_F_X_PRESSURE tells the device the guest may stop short of its target: only true
 	// of a guest whose OS runs the pressure governor.
-	if (!traits.runs_pressure_governor && !VB_MUTANT(PRS10_PRESSURE_WITHOUT_GOVERNOR))
+	if (!traits.runs_pressure_governor && !VB_MUTANT(PRS11_PRESSURE_WITHOUT_GOVERNOR))
 		accepted &= ~VB_FEATURE(VB_F_X_PRESSURE);
 	// A guest whose free pages must keep a pattern may let the device discard them only
 	// when the device was told the pattern (Linux's virtballoon_validate()).

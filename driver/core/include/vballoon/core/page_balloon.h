@@ -255,7 +255,7 @@ template <BalloonOs Os> bool PageBalloon<Os>::prepare()
 		stats_tag_mask_ = stats.present_mask & ((1u << VB_S_NR) - 1);
 		// Tags past Linux's own only to a device that asked for them: some devices refuse
 		// a stats buffer with a tag they do not know.
-		if (!negotiated(VB_F_X_PRESSURE) && !VB_MUTANT(PRS11_PRESSURE_TAGS_UNASKED))
+		if (!negotiated(VB_F_X_PRESSURE) && !VB_MUTANT(PRS12_PRESSURE_TAGS_UNASKED))
 			stats_tag_mask_ &= (1u << VB_S_FIRST_PRESSURE_TAG) - 1;
 		stats_count_ = VB_MUTANT(STATS05_PRIME_EMPTY_BUFFER) ? 0 : fill_stats_entries(stats_, stats, stats_tag_mask_);
 		// Primed with real values: a device may read them before it ever asks.
@@ -352,17 +352,25 @@ template <BalloonOs Os> void PageBalloon<Os>::release_after_reset()
 
 template <BalloonOs Os> void PageBalloon<Os>::add_pressure_stats(MemoryStats& stats) const
 {
-	if (!negotiated(VB_F_X_PRESSURE) || !governor_.enabled())
+	// Present whenever the bit is: the tag set may not change while the driver is bound,
+	// and the policy may be set after the stats buffer was primed.
+	if (!negotiated(VB_F_X_PRESSURE))
+		return;
+	stats.present_mask |=
+		(1u << VB_S_X_HELD_BACK) | (1u << VB_S_X_GIVEN_BACK) | (1u << VB_S_X_FLOOR);
+	stats.value[VB_S_X_HELD_BACK] = stats.value[VB_S_X_GIVEN_BACK] = stats.value[VB_S_X_FLOOR] =
+		0;
+	if (!governor_.enabled())
 		return;
 	const uint64_t target = target_wire_pages();
 	const uint64_t held = balloon_wire_pages();
 	stats.value[VB_S_X_HELD_BACK] =
-		governor_.inflate_held() && target > held ? (target - held) * VB_PFN_UNIT_BYTES : 0;
+		governor_.inflate_held() && target > held && !VB_MUTANT(PRS13_HELD_BACK_UNREPORTED)
+			? (target - held) * VB_PFN_UNIT_BYTES
+			: 0;
 	stats.value[VB_S_X_GIVEN_BACK] =
 		counters_.pressure_give_back_wire_pages.get() * VB_PFN_UNIT_BYTES;
 	stats.value[VB_S_X_FLOOR] = counters_.pressure_floor_pages.get() << traits_.page_shift;
-	stats.present_mask |=
-		(1u << VB_S_X_HELD_BACK) | (1u << VB_S_X_GIVEN_BACK) | (1u << VB_S_X_FLOOR);
 }
 
 template <BalloonOs Os> GovernorInput PageBalloon<Os>::pressure_input()

@@ -160,8 +160,8 @@ uint64_t PageBalloon<Os>::allocate_governed(InflateStep& step, uint64_t batch,
 // is not retried in this call, and running out of order-0 pages (or of room for
 // unreachable blocks) leaves the step short of pages.
 template <BalloonOs Os>
-uint64_t PageBalloon<Os>::allocate_runs(InflateStep& step, size_t first_run,
-					uint64_t wanted_pages, Reclaim single_page_reclaim)
+uint64_t PageBalloon<Os>::allocate_runs(InflateStep& step, size_t first_run, uint64_t wanted_pages,
+					Reclaim single_page_reclaim)
 {
 	size_t& run_count = step.run_count;
 	HeldBlocks& unreachable = step.unreachable;

@@ -33,6 +33,11 @@
 //   - reclaim (Reclaim::kLight, which evicts page cache) only while calm, at most one
 //     reclaim quantum per tick (RAM/64: 16 MiB/s on a 1 GiB guest, 128 MiB/s on 8 GiB),
 //     so the refaults it may cause show up at the next tick before more is evicted;
+//   - no reclaim at all where the balloon cannot give back (no DEFLATE_ON_OOM, or
+//     PressurePolicy::give_back off): the first quantum that reaches the working set is
+//     what teaches the governor where it is, and without a give-back that damage would
+//     stay (the spec forbids deflating below the target), so such a balloon takes free
+//     pages only and leaves the page cache alone;
 //   - tight: no reclaim, free pages only, the quantum halved for each tight tick in a row;
 //   - thrashing, or holding after pressure: nothing.
 // The floor (floor_pages()) bounds every plan: the inflate never leaves less available
@@ -155,6 +160,8 @@ public:
 			floor = max(floor, knee_available_pages_ + (ram_pages >> kMarginShift));
 		return floor;
 	}
+	// A reclaim that evicted working set can be undone only by a give-back.
+	bool can_give_back() const { return deflate_on_oom_ && policy_.give_back; }
 	// Where refaults began (MemAvailable), 0 while none were seen.
 	uint64_t knee_available_pages() const { return knee_available_pages_; }
 	PressureLevel level() const { return level_; }
@@ -207,8 +214,10 @@ public:
 		uint64_t reclaim_pages = 0;
 		if (level_ == PressureLevel::kCalm || !rules::reclaims_only_when_calm()) {
 			const uint64_t quantum = reclaim_quantum(in.ram_pages);
-			reclaim_pages =
-				quantum > reclaimed_this_tick_ ? quantum - reclaimed_this_tick_ : 0;
+			if (can_give_back() || !rules::reclaims_only_when_it_can_give_back())
+				reclaim_pages = quantum > reclaimed_this_tick_
+							? quantum - reclaimed_this_tick_
+							: 0;
 		} else {
 			// Tight: free pages only, and fewer each tight tick in a row.
 			uint64_t quantum = reclaim_quantum(in.ram_pages);

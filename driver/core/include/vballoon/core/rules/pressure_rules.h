@@ -61,6 +61,13 @@ VB_RULE bool governed_inflate_takes_free_pages_first()
 	return !VB_MUTANT(PRS08_GOVERNED_INFLATE_RECLAIMS_FIRST);
 }
 
+// BAL-DRV-PRS-10: a balloon that cannot give back (no DEFLATE_ON_OOM, or give-back off)
+// never reclaims.
+VB_RULE bool reclaims_only_when_it_can_give_back()
+{
+	return !VB_MUTANT(PRS10_RECLAIM_WITHOUT_GIVE_BACK);
+}
+
 #ifndef VB_MUTANTS
 static_assert(inflate_stops_at_floor() && reclaims_only_when_calm() &&
 		      !gives_back_only_with_deflate_on_oom(false) && holds_after_pressure() &&
