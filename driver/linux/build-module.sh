@@ -40,8 +40,10 @@ if [ "${1:-}" = --out ]; then
 		(cd "$repo" && find "$dir" -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' \
 			-o -name '*.sh' \) -print) | while read -r f; do
 			mkdir -p "$out/$(dirname "$f")"
-			# Unchanged files keep their time stamps: Kbuild rebuilds only what changed.
-			cmp -s "$repo/$f" "$out/$f" || cp -p "$repo/$f" "$out/$f"
+			# Unchanged files keep their time stamps, so Kbuild rebuilds only what changed;
+			# a changed one gets the time of the copy (not cp -p: a source older than its
+			# stale object would not be rebuilt).
+			cmp -s "$repo/$f" "$out/$f" || cp "$repo/$f" "$out/$f"
 		done
 		# A source file gone from the repository goes from the copy too.
 		[ -d "$out/$dir" ] && (cd "$out" && find "$dir" -type f \( -name '*.c' -o -name '*.cpp' \
