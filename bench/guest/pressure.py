@@ -95,6 +95,10 @@ class Config:
     disk_cache: str = "none"
     pread: bool = False
     respawn: bool = True    # start the worker again (file set not re-warmed) after an OOM kill
+    # The device offers DEFLATE_ON_OOM (QEMU's deflate-on-oom=on), as Firecracker's and
+    # libvirt's common setups do; the same device for every variant. Without it the governor
+    # never reclaims (it could not give back), so it stops at the free memory.
+    deflate_on_oom: bool = True
 
 
 class BenchError(RuntimeError):
@@ -198,8 +202,9 @@ def run_once(img: guest_image.GuestImage, variant: str, cfg: Config, name: str,
                        "readonly=on",
              "-device", "virtio-blk-pci,drive=d0",
              "-chardev", f"file,id=wl,path={serial}", "-serial", "chardev:wl"]
+    props = {"deflate-on-oom": "on"} if cfg.deflate_on_oom else {}
     vm = guestvm.GuestVM(img, name=name, ram_mib=cfg.ram_mib, extra_args=extra,
-                         log_dir=log_dir)
+                         log_dir=log_dir, balloon_props=props)
     t_start = time.monotonic()
     rec: dict = {"variant": variant, "name": name, "params": drv.params,
                  "console_log": vm.console_log, "serial_log": serial}
@@ -509,6 +514,8 @@ def main(argv=None) -> int:
     ap.add_argument("--step-s", type=int, default=d.step_s)
     ap.add_argument("--schedule", default=DEFAULT_SCHEDULE,
                     help="guest sizes (MiB) the target steps through after the baseline")
+    ap.add_argument("--no-deflate-on-oom", action="store_true",
+                    help="the device does not offer DEFLATE_ON_OOM (default: it does)")
     ap.add_argument("--no-respawn", action="store_true",
                     help="do not start the workload again after an OOM kill")
     ap.add_argument("--disk-cache", default=d.disk_cache, choices=("none", "writeback"),
@@ -525,7 +532,8 @@ def main(argv=None) -> int:
                  read_kib=args.read_kib, prefill_mib=args.prefill_mib,
                  baseline_s=args.baseline_s, step_s=args.step_s,
                  schedule=[int(x) for x in args.schedule.split(",") if x.strip()],
-                 disk_cache=args.disk_cache, pread=args.pread, respawn=not args.no_respawn)
+                 disk_cache=args.disk_cache, pread=args.pread, respawn=not args.no_respawn,
+                 deflate_on_oom=not args.no_deflate_on_oom)
     need_ko = any(VARIANT_PARAMS[v][0] == "vballoon" for v in variants)
     ko = guest_image.default_vballoon_ko() if need_ko else None
     if ko and not os.path.isfile(ko):
