@@ -598,7 +598,8 @@ def main(argv=None) -> int:
     with open(json_path, "w") as f:
         json.dump(out, f, separators=(",", ":"))
     title = (f"{cfg.ram_mib} MiB guest, {img.kver}, file set {cfg.file_mib} MiB + anon "
-             f"{cfg.anon_mib} MiB; {len(runs)} runs; {env['qemu']}")
+             f"{cfg.anon_mib} MiB; {len(runs) // max(len(variants), 1)} run(s) per variant; "
+             f"{env['qemu']}")
     try:
         plot(runs, variants, png_path, title)
     except ImportError as e:
