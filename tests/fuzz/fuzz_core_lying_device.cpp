@@ -246,10 +246,10 @@ private:
 
 	void pressure_tick()
 	{
-		const uint64_t before = core_->balloon_pfns();
+		const uint64_t before = core_->balloon_wire_pages();
 		const bool resume = core_->pressure_tick();
 		check("pressure_tick");
-		const uint64_t after = core_->balloon_pfns();
+		const uint64_t after = core_->balloon_wire_pages();
 		FUZZ_CHECK(after <= before, "pressure_tick inflated: %llu -> %llu PFNs",
 			   (unsigned long long)before, (unsigned long long)after);
 		FUZZ_CHECK(after == before || os_.has_feature(VB_F_DEFLATE_ON_OOM),
