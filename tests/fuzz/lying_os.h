@@ -782,7 +782,8 @@ private:
 			// 27-29 are the governor's, not the OS's: present with the bit whatever the
 			// OS said, their values the core's own.
 			if (tag >= VB_S_X_HELD_BACK) {
-				FUZZ_CHECK(has_feature(VB_F_X_PRESSURE), "governor tag %u unasked", tag);
+				FUZZ_CHECK(has_feature(VB_F_X_PRESSURE), "governor tag %u unasked",
+					   tag);
 				continue;
 			}
 			uint64_t expected =

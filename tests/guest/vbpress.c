@@ -122,8 +122,8 @@ static int work(int argc, char **argv)
 	c->starts++;
 
 	size_t anon_bytes = anon_mib * MIB_BYTES;
-	char *anon = mmap(NULL, anon_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			  -1, 0);
+	char *anon =
+		mmap(NULL, anon_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (anon == MAP_FAILED) {
 		perror("vbpress: mmap anon");
 		return 1;
@@ -143,7 +143,8 @@ static int work(int argc, char **argv)
 		return 1;
 	if (warm) {
 		for (unsigned long m = 0; m < file_mib; m++) {
-			if (pread(fd, buf, MIB_BYTES, (off_t)(m * MIB_BYTES)) != (ssize_t)MIB_BYTES) {
+			if (pread(fd, buf, MIB_BYTES, (off_t)(m * MIB_BYTES)) !=
+			    (ssize_t)MIB_BYTES) {
 				perror("vbpress: warm read");
 				return 1;
 			}
@@ -267,7 +268,8 @@ static int sample(int argc, char **argv)
 		return 1;
 	}
 	mlockall(MCL_CURRENT | MCL_FUTURE);
-	int adj = open("/proc/self/oom_score_adj", O_WRONLY); /* the OOM killer spares the sampler */
+	int adj =
+		open("/proc/self/oom_score_adj", O_WRONLY); /* the OOM killer spares the sampler */
 	if (adj >= 0) {
 		if (write(adj, "-1000", 5) < 0)
 			perror("vbpress: oom_score_adj");
@@ -292,19 +294,19 @@ static int sample(int argc, char **argv)
 			psi[0] = 0;
 		slurp("/proc/meminfo", mi, sizeof(mi));
 		char line[512];
-		int n = snprintf(line, sizeof(line),
-				 "VBP t=%.3f state=%d starts=%u ops=%llu pgmajfault=%lld allocstall=%lld "
-				 "wrf=%lld wra=%lld oom_kill=%lld psi_some=%lld psi_full=%lld "
-				 "avail_kib=%lld cache_kib=%lld end\n",
-				 (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9, state, c->starts,
-				 (unsigned long long)ops, vmstat_get(vm, "pgmajfault"),
-				 vmstat_sum_prefix(vm, "allocstall_"),
-				 vmstat_get(vm, "workingset_refault_file"),
-				 vmstat_get(vm, "workingset_refault_anon"), vmstat_get(vm, "oom_kill"),
-				 psi[0] ? psi_total(psi, "some") : -1,
-				 psi[0] ? psi_total(psi, "full") : -1,
-				 meminfo_get(mi, "MemAvailable:"),
-				 meminfo_get(mi, "\nCached:") + meminfo_get(mi, "Buffers:"));
+		int n = snprintf(
+			line, sizeof(line),
+			"VBP t=%.3f state=%d starts=%u ops=%llu pgmajfault=%lld allocstall=%lld "
+			"wrf=%lld wra=%lld oom_kill=%lld psi_some=%lld psi_full=%lld "
+			"avail_kib=%lld cache_kib=%lld end\n",
+			(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9, state,
+			c->starts, (unsigned long long)ops, vmstat_get(vm, "pgmajfault"),
+			vmstat_sum_prefix(vm, "allocstall_"),
+			vmstat_get(vm, "workingset_refault_file"),
+			vmstat_get(vm, "workingset_refault_anon"), vmstat_get(vm, "oom_kill"),
+			psi[0] ? psi_total(psi, "some") : -1, psi[0] ? psi_total(psi, "full") : -1,
+			meminfo_get(mi, "MemAvailable:"),
+			meminfo_get(mi, "\nCached:") + meminfo_get(mi, "Buffers:"));
 		if (write(out, line, n) < 0)
 			return 1;
 	}
@@ -316,7 +318,8 @@ int main(int argc, char **argv)
 		return work(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "sample"))
 		return sample(argc, argv);
-	fprintf(stderr, "usage: vbpress work FILE COUNTER [--file-mib N] [--anon-mib N] "
-			"[--read-kib N] [--pread] [--no-warm]\n       vbpress sample COUNTER OUT\n");
+	fprintf(stderr,
+		"usage: vbpress work FILE COUNTER [--file-mib N] [--anon-mib N] "
+		"[--read-kib N] [--pread] [--no-warm]\n       vbpress sample COUNTER OUT\n");
 	return 2;
 }
