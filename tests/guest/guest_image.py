@@ -475,16 +475,24 @@ class GuestImage:
     blk_modules: list[str] = dataclasses.field(default_factory=list)  # virtio_blk (deps first)
 
 
-def build_hog(work: str) -> str:
-    src = os.path.join(HERE, "hog.c")
-    key = hashlib.sha256(open(src, "rb").read()).hexdigest()[:16]
-    out = os.path.join(work, "bin", f"hog-{key}")
+def _build_static(work: str, name: str, sources: list[str], cflags: list[str] = ()) -> str:
+    """A static guest binary from `sources` (the .c files compiled, all hashed into its name),
+    built once per content into <work>/bin."""
+    h = hashlib.sha256()
+    for src in sources:
+        h.update(open(src, "rb").read())
+    out = os.path.join(work, "bin", f"{name}-{h.hexdigest()[:16]}")
     if not os.path.exists(out):
         os.makedirs(os.path.dirname(out), exist_ok=True)
         tmp = out + ".tmp"
-        _run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", tmp, src])
+        _run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", *cflags, "-o", tmp]
+             + [src for src in sources if src.endswith(".c")])
         os.replace(tmp, out)
     return out
+
+
+def build_hog(work: str) -> str:
+    return _build_static(work, "hog", [os.path.join(HERE, "hog.c")])
 
 
 # The workload generator lives with the simulator's migration model; the guest binary is
@@ -496,30 +504,12 @@ VBWORK_SOURCES = [os.path.join(HERE, "vbwork.c"),
 
 
 def build_vbwork(work: str) -> str:
-    h = hashlib.sha256()
-    for src in VBWORK_SOURCES:
-        h.update(open(src, "rb").read())
-    out = os.path.join(work, "bin", f"vbwork-{h.hexdigest()[:16]}")
-    if not os.path.exists(out):
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        tmp = out + ".tmp"
-        _run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-I", GENERATOR_DIR,
-              "-o", tmp] + [s for s in VBWORK_SOURCES if s.endswith(".c")])
-        os.replace(tmp, out)
-    return out
+    return _build_static(work, "vbwork", VBWORK_SOURCES, ["-I", GENERATOR_DIR])
 
 
 def build_vbpress(work: str) -> str:
     """The over-inflation workload (vbpress.c: a hot file set and an anonymous set)."""
-    src = os.path.join(HERE, "vbpress.c")
-    key = hashlib.sha256(open(src, "rb").read()).hexdigest()[:16]
-    out = os.path.join(work, "bin", f"vbpress-{key}")
-    if not os.path.exists(out):
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        tmp = out + ".tmp"
-        _run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", tmp, src])
-        os.replace(tmp, out)
-    return out
+    return _build_static(work, "vbpress", [os.path.join(HERE, "vbpress.c")])
 
 
 def _is_static_elf(path: str) -> bool:
