@@ -95,7 +95,7 @@ TEST(BalloonPressure, AGovernedInflateTakesFreePagesWithoutReclaimAndStopsAtTheF
 	EXPECT_EQ(guest.balloon.balloon_wire_pages(), kGuestPages - floor);
 }
 
-TEST(BalloonPressure, BelowTheWatermarksACalmGuestReclaimsOneQuantumPerTick)
+TEST(BalloonPressure, BelowTheWatermarksACalmGuestReclaimsAProbeThatGrowsPerCalmTicks)
 {
 	PressureGuest guest(kWithDeflateOnOom);
 	// Most free pages are below the watermarks; reclaimable page cache counts as available.
@@ -105,26 +105,36 @@ TEST(BalloonPressure, BelowTheWatermarksACalmGuestReclaimsOneQuantumPerTick)
 	guest.refresh();
 	guest.set_target(16000);
 	EXPECT_EQ(guest.settle(), vb::StepResult::kHeld);
-	const uint64_t quantum = vb::PressureGovernor::reclaim_quantum(kGuestPages);
-	EXPECT_EQ(quantum, 256u);
-	// Free pages above the watermarks, then one quantum with reclaim.
-	EXPECT_EQ(guest.balloon.balloon_wire_pages(), kGuestPages - kHighKept + quantum);
-	EXPECT_EQ(guest.balloon.counters().pressure_reclaim_wire_pages.get(), quantum);
-	EXPECT_GT(guest.os.allocations_by_reclaim[static_cast<int>(vb::Reclaim::kLight)], 0u);
-	const uint64_t light =
-		guest.os.allocations_by_reclaim[static_cast<int>(vb::Reclaim::kLight)];
-	// Calm ticks: each one lets another quantum go.
+	const uint64_t probe = vb::PressureGovernor::reclaim_probe(kGuestPages);
+	EXPECT_EQ(probe, 16u);
+	const uint64_t base = kGuestPages - kHighKept;
+	// Free pages above the watermarks, then one probe with reclaim.
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), base + probe);
+	EXPECT_EQ(guest.balloon.counters().pressure_reclaim_wire_pages.get(), probe);
+	const auto light = [&] {
+		return guest.os.allocations_by_reclaim[static_cast<int>(vb::Reclaim::kLight)];
+	};
+	EXPECT_EQ(light(), probe);
+	// Calm ticks: each one lets another allowance go; every second calm tick after a
+	// reclaim doubles it.
 	EXPECT_FALSE(guest.tick()); // the first sample starts the rates
-	EXPECT_TRUE(guest.tick());
-	EXPECT_EQ(guest.settle(), vb::StepResult::kHeld);
-	EXPECT_EQ(guest.balloon.balloon_wire_pages(), kGuestPages - kHighKept + 2 * quantum);
-	// Refaults: no more reclaim, nothing more at all.
+	const uint64_t expected[] = {base + 2 * probe, base + 3 * probe, base + 5 * probe,
+				     base + 7 * probe, base + 11 * probe};
+	for (uint64_t balloon : expected) {
+		EXPECT_TRUE(guest.tick());
+		EXPECT_EQ(guest.settle(), vb::StepResult::kHeld);
+		EXPECT_EQ(guest.balloon.balloon_wire_pages(), balloon);
+	}
+	EXPECT_EQ(light(), 11 * probe);
+	// Refaults right after its reclaim: the balloon gives back what it reclaimed in the
+	// last two intervals (2 and 4 probes) at once, and takes nothing more.
 	guest.os.pressure.refaults += 1000;
 	EXPECT_FALSE(guest.tick());
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), base + 5 * probe);
+	EXPECT_EQ(guest.balloon.counters().pressure_give_back_wire_pages.get(), 6 * probe);
 	EXPECT_EQ(guest.settle(), vb::StepResult::kHeld);
-	EXPECT_EQ(guest.balloon.balloon_wire_pages(), kGuestPages - kHighKept + 2 * quantum);
-	EXPECT_EQ(guest.os.allocations_by_reclaim[static_cast<int>(vb::Reclaim::kLight)],
-		  light + quantum);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), base + 5 * probe);
+	EXPECT_EQ(light(), 11 * probe);
 }
 
 TEST(BalloonPressure, SustainedThrashingGivesBackThroughTheDeflatePathOnlyWithDeflateOnOom)

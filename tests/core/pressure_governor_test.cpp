@@ -105,29 +105,98 @@ TEST(PressureGovernor, FloorIsTheLargestOfPolicyHypervAndTheLearnedWorkingSet)
 		  232 * kMiB); // Hyper-V's 1 GiB floor
 }
 
-TEST(PressureGovernor, CalmGuestGivesFreePagesWithoutReclaimThenAReclaimQuantumPerTick)
+TEST(PressureGovernor, CalmGuestGivesFreePagesWithoutReclaimThenAReclaimProbePerTick)
 {
 	Governed g;
 	g.guest.in.sample.free_pages = 100 * kMiB;
 	InflatePlan plan = g.governor.plan(g.guest.in);
 	EXPECT_EQ(plan.free_pages, 80 * kMiB); // above the watermarks only
-	EXPECT_EQ(plan.max_pages, 80 * kMiB + PressureGovernor::reclaim_quantum(kRam));
+	EXPECT_EQ(plan.max_pages, 80 * kMiB + PressureGovernor::reclaim_probe(kRam));
 	EXPECT_TRUE(plan.reclaim);
+	EXPECT_EQ(PressureGovernor::reclaim_probe(kRam), 1 * kMiB);
 	EXPECT_EQ(PressureGovernor::reclaim_quantum(kRam), 16 * kMiB);
 
-	// The quantum is per tick: once reclaimed, nothing more until the next tick.
-	g.governor.note_inflated(80 * kMiB, 16 * kMiB);
+	// The allowance is per tick: once reclaimed, nothing more until the next tick.
+	g.governor.note_inflated(80 * kMiB, 1 * kMiB);
 	g.guest.in.sample.free_pages = 20 * kMiB;
 	plan = g.governor.plan(g.guest.in);
 	EXPECT_EQ(plan.max_pages, 0u);
 	EXPECT_FALSE(plan.reclaim);
 	g.governor.note_held();
 	// The balloon's own reclaim stalls are not the guest's pressure.
-	g.guest.in.sample.alloc_stalls += 16 * kMiB;
-	g.guest.in.sample.direct_scans += 64 * kMiB;
+	g.guest.in.sample.alloc_stalls += 1 * kMiB;
+	g.guest.in.sample.direct_scans += 4 * kMiB;
 	EXPECT_TRUE(g.tick().resume);
 	EXPECT_EQ(g.governor.level(), PressureLevel::kCalm);
-	EXPECT_EQ(g.governor.plan(g.guest.in).max_pages, 16 * kMiB);
+	EXPECT_EQ(g.governor.plan(g.guest.in).max_pages, 1 * kMiB);
+}
+
+TEST(PressureGovernor, TheReclaimAllowanceDoublesEveryTwoCalmTicksAfterAReclaimUpToTheQuantum)
+{
+	Governed g;
+	g.guest.in.sample.free_pages = 20 * kMiB; // nothing above the watermarks
+	const auto reclaim_what_is_allowed = [&] {
+		const uint64_t allowed = g.governor.plan(g.guest.in).max_pages;
+		g.governor.note_inflated(0, allowed);
+		return allowed;
+	};
+	// Ticks without a reclaim teach nothing: the allowance stays the probe.
+	for (int i = 0; i < 5; i++)
+		g.tick();
+	EXPECT_EQ(g.governor.reclaim_allowance(kRam), 1 * kMiB);
+	const uint64_t expected_mib[] = {1, 1, 2, 2, 4, 4, 8, 8, 16, 16, 16, 16};
+	for (uint64_t mib_allowed : expected_mib) {
+		EXPECT_EQ(reclaim_what_is_allowed(), mib_allowed * kMiB);
+		g.tick();
+		ASSERT_EQ(g.governor.level(), PressureLevel::kCalm);
+	}
+	// A tight tick (someone else's direct reclaim) sets it back to the probe.
+	g.guest.in.sample.alloc_stalls += 2 * kMiB;
+	g.tick();
+	ASSERT_EQ(g.governor.level(), PressureLevel::kTight);
+	EXPECT_EQ(g.governor.reclaim_allowance(kRam), 1 * kMiB);
+}
+
+TEST(PressureGovernor, PressureRightAfterItsOwnReclaimIsUndoneAtOnceAndMarksTheKnee)
+{
+	for (bool thrashing : {false, true}) {
+		Governed g;
+		g.guest.in.balloon_pages = 300 * kMiB;
+		g.guest.in.sample.free_pages = 20 * kMiB;
+		g.governor.note_inflated(0, g.governor.plan(g.guest.in).max_pages); // 1 MiB
+		g.tick();
+		g.governor.note_inflated(0, g.governor.plan(g.guest.in).max_pages); // 1 MiB
+		g.tick();
+		g.governor.note_inflated(0, g.governor.plan(g.guest.in).max_pages); // 2 MiB
+		g.guest.in.sample.available_pages = 500 * kMiB;
+		// What evicting working set looks like one tick later: refaults above T/4
+		// (tight), or above T.
+		g.guest.in.sample.refaults += thrashing ? 4 * kMiB : kMiB / 8;
+		const TickDecision undo = g.tick();
+		EXPECT_EQ(g.governor.level(),
+			  thrashing ? PressureLevel::kThrashing : PressureLevel::kTight);
+		EXPECT_EQ(undo.give_back_pages, 3 * kMiB) << "the last two intervals' reclaim";
+		EXPECT_FALSE(undo.resume);
+		EXPECT_EQ(g.governor.knee_available_pages(), 500 * kMiB);
+		EXPECT_TRUE(g.governor.holding());
+		EXPECT_EQ(g.governor.plan(g.guest.in).max_pages, 0u);
+		// Undone once: the next tick gives back only if thrashing goes on (sustained).
+		g.guest.in.sample.refaults += thrashing ? 4 * kMiB : kMiB / 8;
+		EXPECT_EQ(g.tick().give_back_pages,
+			  thrashing ? g.governor.give_back_quantum(kRam) : 0u);
+	}
+	// The same pressure with no reclaim of its own behind it gives nothing back at once.
+	Governed other;
+	other.guest.in.balloon_pages = 300 * kMiB;
+	other.guest.in.sample.refaults += 4 * kMiB;
+	EXPECT_EQ(other.tick().give_back_pages, 0u);
+	// Nor does a balloon that cannot give back; it still learns the knee and holds.
+	Governed no_doo(false);
+	no_doo.guest.in.balloon_pages = 300 * kMiB;
+	no_doo.governor.note_inflated(0, 1 * kMiB); // only a mutant reclaims here
+	no_doo.guest.in.sample.refaults += 4 * kMiB;
+	EXPECT_EQ(no_doo.tick().give_back_pages, 0u);
+	EXPECT_TRUE(no_doo.governor.holding());
 }
 
 TEST(PressureGovernor, ABalloonThatCannotGiveBackNeverReclaims)
@@ -137,7 +206,7 @@ TEST(PressureGovernor, ABalloonThatCannotGiveBackNeverReclaims)
 			Governed g(doo, enabled(give_back));
 			const InflatePlan plan = g.governor.plan(g.guest.in);
 			EXPECT_EQ(plan.reclaim, doo && give_back) << doo << give_back;
-			EXPECT_EQ(plan.max_pages, 480 * kMiB + (doo && give_back ? 16 * kMiB : 0));
+			EXPECT_EQ(plan.max_pages, 480 * kMiB + (doo && give_back ? 1 * kMiB : 0));
 		}
 	}
 }

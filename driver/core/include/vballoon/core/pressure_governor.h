@@ -30,9 +30,16 @@
 //   - free pages above what the allocator keeps (free_pages_kept(), the high watermarks)
 //     cost the guest nothing: the inflate takes them without reclaim (Reclaim::kNone),
 //     unlimited while calm, kTightQuantumShift-paced while tight;
-//   - reclaim (Reclaim::kLight, which evicts page cache) only while calm, at most one
-//     reclaim quantum per tick (RAM/64: 16 MiB/s on a 1 GiB guest, 128 MiB/s on 8 GiB),
-//     so the refaults it may cause show up at the next tick before more is evicted;
+//   - reclaim (Reclaim::kLight, which evicts page cache) only while calm, at most the
+//     reclaim allowance per tick, so the refaults it may cause show up at the next tick
+//     before more is evicted. The allowance starts at a probe (RAM/1024: 1 MiB on a 1 GiB
+//     guest, 4 MiB on 4 GiB) and doubles after every kCalmTicksToGrow calm ticks that
+//     followed a reclaim, up to the reclaim quantum (RAM/64); a tick that is not calm sets
+//     it back to the probe. Two ticks, because an evicted page comes back only when the
+//     workload next touches it: the first tick sees part of the damage. Why a probe: the
+//     page cache left once the free pages are gone may be all working set (issue 30's
+//     bench: 64 MiB evicted at once from a 1 GiB hot file set cost 4 s of 3% throughput
+//     and 245 MiB given back), and how much cold cache there is shows only by taking it;
 //   - no reclaim at all where the balloon cannot give back (no DEFLATE_ON_OOM, or
 //     PressurePolicy::give_back off): the first quantum that reaches the working set is
 //     what teaches the governor where it is, and without a give-back that damage would
@@ -50,6 +57,10 @@
 //     episode (where the working set stopped fitting) plus a margin of RAM/32, the largest
 //     seen. Never forgotten while bound: a working set that shrinks keeps a high floor
 //     (safe; a host that wants more must wait for a rebind).
+// Undo (tick()): a tick that is not calm right after the balloon reclaimed (within the last
+// two intervals) is the balloon's own doing: it learns the knee there (MemAvailable now),
+// holds, and gives back at once what it reclaimed in those two intervals, before the
+// refaults grow into a thrash.
 // Give-back (tick()), only with VIRTIO_BALLOON_F_DEFLATE_ON_OOM and PressurePolicy::
 // give_back: after kGiveBackAfterTicks thrashing ticks in a row the balloon deflates one
 // give-back quantum (RAM/64, at least Linux's 1 MiB OOM quantum) per tick while thrashing
@@ -106,7 +117,9 @@ public:
 	static constexpr uint64_t kPressureTickMs = 1000;
 	static constexpr uint64_t kMinRefaultsPerSecond = 64;
 	static constexpr unsigned kRefaultThresholdShift = 12; // T = RAM >> 12 per second
-	static constexpr unsigned kReclaimQuantumShift = 6;    // RAM/64 per tick
+	static constexpr unsigned kReclaimQuantumShift = 6;    // RAM/64 per tick at most
+	static constexpr unsigned kReclaimProbeShift = 10;     // RAM/1024: the first reclaim
+	static constexpr uint32_t kCalmTicksToGrow = 2;
 	static constexpr unsigned kGiveBackQuantumShift = 6;   // RAM/64 per give-back
 	static constexpr unsigned kMarginShift = 5;	       // RAM/32 above the knee
 	static constexpr unsigned kMaxPaceShift = 6;
@@ -179,6 +192,22 @@ public:
 	{
 		return max<uint64_t>(ram_pages >> kReclaimQuantumShift, 1);
 	}
+	static uint64_t reclaim_probe(uint64_t ram_pages)
+	{
+		return max<uint64_t>(ram_pages >> kReclaimProbeShift, 1);
+	}
+	// How much the inflate may reclaim per tick now: the probe, doubled per
+	// kCalmTicksToGrow calm ticks after a reclaim, at most the quantum.
+	uint64_t reclaim_allowance(uint64_t ram_pages) const
+	{
+		if (!rules::reclaim_starts_with_a_probe())
+			return reclaim_quantum(ram_pages);
+		uint64_t allowance = reclaim_probe(ram_pages);
+		for (uint32_t i = 0; i < reclaim_doublings_ && allowance < reclaim_quantum(ram_pages);
+		     i++)
+			allowance <<= 1;
+		return min(allowance, reclaim_quantum(ram_pages));
+	}
 	uint64_t give_back_quantum(uint64_t ram_pages) const
 	{
 		// At least Linux's OOM quantum, 256 wire pages (1 MiB).
@@ -213,7 +242,7 @@ public:
 		uint64_t free_pages = free_above_kept;
 		uint64_t reclaim_pages = 0;
 		if (level_ == PressureLevel::kCalm || !rules::reclaims_only_when_calm()) {
-			const uint64_t quantum = reclaim_quantum(in.ram_pages);
+			const uint64_t quantum = reclaim_allowance(in.ram_pages);
 			if (can_give_back() || !rules::reclaims_only_when_it_can_give_back())
 				reclaim_pages = quantum > reclaimed_this_tick_
 							? quantum - reclaimed_this_tick_
@@ -267,7 +296,30 @@ public:
 		const PressureLevel previous = level_;
 		level_ = classify(in);
 		last_ = now;
+		// What the balloon reclaimed in this interval and the one before: the refaults
+		// of an eviction show over two ticks.
+		const uint64_t reclaimed_now = reclaimed_since_sample_;
+		const uint64_t recent_reclaim = reclaimed_now + reclaimed_interval_before_;
+		reclaimed_interval_before_ = reclaimed_now;
 		reclaimed_since_sample_ = 0;
+		note_reclaim_outcome(reclaimed_now);
+
+		if (level_ != PressureLevel::kCalm && recent_reclaim &&
+		    rules::undoes_its_own_reclaim()) {
+			// The balloon's own eviction reached the working set: this is the knee.
+			knee_available_pages_ = max(knee_available_pages_, now.available_pages);
+			reclaimed_interval_before_ = 0; // undone once
+			hold_ticks_left_ = kHoldCalmTicks;
+			inflate_held_ = true;
+			if (level_ == PressureLevel::kThrashing)
+				thrashing_ticks_++;
+			else
+				thrashing_ticks_ = 0;
+			if (can_give_back() &&
+			    rules::gives_back_only_with_deflate_on_oom(deflate_on_oom_))
+				decision.give_back_pages = min(recent_reclaim, in.balloon_pages);
+			return decision;
+		}
 
 		if (level_ == PressureLevel::kThrashing) {
 			if (previous != PressureLevel::kThrashing &&
@@ -313,12 +365,32 @@ public:
 		return decision;
 	}
 
+	uint32_t reclaim_doublings() const { return reclaim_doublings_; }
+
 	static uint64_t min_resume_pages(uint64_t ram_pages)
 	{
 		return max<uint64_t>(ram_pages >> 10, 1);
 	}
 
 private:
+	// Slow start: grow the reclaim allowance after calm ticks that followed a reclaim,
+	// back to the probe after any tick that is not calm.
+	void note_reclaim_outcome(uint64_t reclaimed_now)
+	{
+		if (level_ != PressureLevel::kCalm) {
+			reclaim_doublings_ = 0;
+			calm_reclaim_ticks_ = 0;
+			return;
+		}
+		if (!reclaimed_now)
+			return;
+		if (++calm_reclaim_ticks_ >= kCalmTicksToGrow) {
+			calm_reclaim_ticks_ = 0;
+			if (reclaim_doublings_ < kReclaimProbeShift - kReclaimQuantumShift)
+				reclaim_doublings_++;
+		}
+	}
+
 	static uint64_t per_second(uint64_t delta, uint64_t ms)
 	{
 		return delta > ~uint64_t{0} / 1000 ? delta / ms * 1000 : delta * 1000 / ms;
@@ -371,6 +443,9 @@ private:
 	uint64_t taken_this_tick_ = 0;
 	uint64_t reclaimed_this_tick_ = 0;
 	uint64_t reclaimed_since_sample_ = 0;
+	uint64_t reclaimed_interval_before_ = 0;
+	uint32_t reclaim_doublings_ = 0;
+	uint32_t calm_reclaim_ticks_ = 0;
 };
 
 } // namespace vb

@@ -68,11 +68,24 @@ VB_RULE bool reclaims_only_when_it_can_give_back()
 	return !VB_MUTANT(PRS10_RECLAIM_WITHOUT_GIVE_BACK);
 }
 
+// BAL-DRV-PRS-14: the first reclaim is a probe (RAM/1024) that grows only after calm ticks.
+VB_RULE bool reclaim_starts_with_a_probe()
+{
+	return !VB_MUTANT(PRS14_NO_RECLAIM_PROBE);
+}
+
+// BAL-DRV-PRS-15: pressure right after the balloon's own reclaim undoes it at once.
+VB_RULE bool undoes_its_own_reclaim()
+{
+	return !VB_MUTANT(PRS15_OWN_RECLAIM_KEPT);
+}
+
 #ifndef VB_MUTANTS
 static_assert(inflate_stops_at_floor() && reclaims_only_when_calm() &&
 		      !gives_back_only_with_deflate_on_oom(false) && holds_after_pressure() &&
 		      floor_learned_from_refaults() && paces_when_tight() &&
-		      new_target_ends_hold() && governed_inflate_takes_free_pages_first(),
+		      new_target_ends_hold() && governed_inflate_takes_free_pages_first() &&
+		      reclaim_starts_with_a_probe() && undoes_its_own_reclaim(),
 	      "outside the mutant build every rule holds, at compile time");
 #endif
 
