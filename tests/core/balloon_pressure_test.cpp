@@ -126,14 +126,14 @@ TEST(BalloonPressure, BelowTheWatermarksACalmGuestReclaimsAProbeThatGrowsPerCalm
 		EXPECT_EQ(guest.balloon.balloon_wire_pages(), balloon);
 	}
 	EXPECT_EQ(light(), 11 * probe);
-	// Refaults right after its reclaim: the balloon gives back what it reclaimed in the
-	// last two intervals (2 and 4 probes) at once, and takes nothing more.
+	// Refaults during its reclaim streak: the balloon gives back at once what the streak
+	// reclaimed since the first tick measured it (1+1+2+2+4 probes), and takes nothing more.
 	guest.os.pressure.refaults += 1000;
 	EXPECT_FALSE(guest.tick());
-	EXPECT_EQ(guest.balloon.balloon_wire_pages(), base + 5 * probe);
-	EXPECT_EQ(guest.balloon.counters().pressure_give_back_wire_pages.get(), 6 * probe);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), base + probe);
+	EXPECT_EQ(guest.balloon.counters().pressure_give_back_wire_pages.get(), 10 * probe);
 	EXPECT_EQ(guest.settle(), vb::StepResult::kHeld);
-	EXPECT_EQ(guest.balloon.balloon_wire_pages(), base + 5 * probe);
+	EXPECT_EQ(guest.balloon.balloon_wire_pages(), base + probe);
 	EXPECT_EQ(light(), 11 * probe);
 }
 

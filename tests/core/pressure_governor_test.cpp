@@ -175,7 +175,7 @@ TEST(PressureGovernor, PressureRightAfterItsOwnReclaimIsUndoneAtOnceAndMarksTheK
 		const TickDecision undo = g.tick();
 		EXPECT_EQ(g.governor.level(),
 			  thrashing ? PressureLevel::kThrashing : PressureLevel::kTight);
-		EXPECT_EQ(undo.give_back_pages, 3 * kMiB) << "the last two intervals' reclaim";
+		EXPECT_EQ(undo.give_back_pages, 4 * kMiB) << "the streak's reclaim";
 		EXPECT_FALSE(undo.resume);
 		EXPECT_EQ(g.governor.knee_available_pages(), 500 * kMiB);
 		EXPECT_TRUE(g.governor.holding());
@@ -185,6 +185,25 @@ TEST(PressureGovernor, PressureRightAfterItsOwnReclaimIsUndoneAtOnceAndMarksTheK
 		EXPECT_EQ(g.tick().give_back_pages,
 			  thrashing ? g.governor.give_back_quantum(kRam) : 0u);
 	}
+	// A long streak gives back at most a reclaim quantum; two ticks without a reclaim end
+	// the streak.
+	Governed streak;
+	streak.guest.in.balloon_pages = 300 * kMiB;
+	for (int i = 0; i < 12; i++) {
+		streak.governor.note_inflated(0, 2 * kMiB);
+		streak.tick();
+	}
+	streak.guest.in.sample.refaults += kMiB / 8;
+	EXPECT_EQ(streak.tick().give_back_pages, PressureGovernor::reclaim_quantum(kRam));
+	Governed ended;
+	ended.guest.in.balloon_pages = 300 * kMiB;
+	ended.governor.note_inflated(0, 1 * kMiB);
+	ended.tick();
+	ended.tick();
+	ended.tick();
+	ended.guest.in.sample.refaults += kMiB / 8;
+	EXPECT_EQ(ended.tick().give_back_pages, 0u);
+	EXPECT_FALSE(ended.governor.holding()) << "tight alone does not hold";
 	// The same pressure with no reclaim of its own behind it gives nothing back at once.
 	Governed other;
 	other.guest.in.balloon_pages = 300 * kMiB;

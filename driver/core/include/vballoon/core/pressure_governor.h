@@ -57,10 +57,10 @@
 //     episode (where the working set stopped fitting) plus a margin of RAM/32, the largest
 //     seen. Never forgotten while bound: a working set that shrinks keeps a high floor
 //     (safe; a host that wants more must wait for a rebind).
-// Undo (tick()): a tick that is not calm right after the balloon reclaimed (within the last
-// two intervals) is the balloon's own doing: it learns the knee there (MemAvailable now),
-// holds, and gives back at once what it reclaimed in those two intervals, before the
-// refaults grow into a thrash.
+// Undo (tick()): a tick that is not calm during a reclaim streak (ticks in a row that
+// reclaimed, and the one after) is the balloon's own doing: it learns the knee there
+// (MemAvailable now), holds, and gives back at once what the streak reclaimed (at most one
+// reclaim quantum), before the refaults grow into a thrash.
 // Give-back (tick()), only with VIRTIO_BALLOON_F_DEFLATE_ON_OOM and PressurePolicy::
 // give_back: after kGiveBackAfterTicks thrashing ticks in a row the balloon deflates one
 // give-back quantum (RAM/64, at least Linux's 1 MiB OOM quantum) per tick while thrashing
@@ -296,19 +296,17 @@ public:
 		const PressureLevel previous = level_;
 		level_ = classify(in);
 		last_ = now;
-		// What the balloon reclaimed in this interval and the one before: the refaults
-		// of an eviction show over two ticks.
 		const uint64_t reclaimed_now = reclaimed_since_sample_;
-		const uint64_t recent_reclaim = reclaimed_now + reclaimed_interval_before_;
-		reclaimed_interval_before_ = reclaimed_now;
 		reclaimed_since_sample_ = 0;
 		note_reclaim_outcome(reclaimed_now);
+		note_reclaim_streak(reclaimed_now);
 
-		if (level_ != PressureLevel::kCalm && recent_reclaim &&
+		if (level_ != PressureLevel::kCalm && reclaim_streak_pages_ &&
 		    rules::undoes_its_own_reclaim()) {
 			// The balloon's own eviction reached the working set: this is the knee.
 			knee_available_pages_ = max(knee_available_pages_, now.available_pages);
-			reclaimed_interval_before_ = 0; // undone once
+			const uint64_t undo = min(reclaim_streak_pages_, reclaim_quantum(in.ram_pages));
+			reclaim_streak_pages_ = 0; // undone once
 			hold_ticks_left_ = kHoldCalmTicks;
 			inflate_held_ = true;
 			if (level_ == PressureLevel::kThrashing)
@@ -317,7 +315,7 @@ public:
 				thrashing_ticks_ = 0;
 			if (can_give_back() &&
 			    rules::gives_back_only_with_deflate_on_oom(deflate_on_oom_))
-				decision.give_back_pages = min(recent_reclaim, in.balloon_pages);
+				decision.give_back_pages = min(undo, in.balloon_pages);
 			return decision;
 		}
 
@@ -391,6 +389,20 @@ private:
 		}
 	}
 
+	// The streak: what the balloon reclaimed in the ticks in a row that reclaimed, and the
+	// one after. Its eviction may come late: an allocation with light reclaim takes free
+	// pages down to the low watermark first, and kswapd evicts for it only then (issue 30's
+	// bench: three probes of 4-8 MiB, no refault for three ticks, then the eviction).
+	void note_reclaim_streak(uint64_t reclaimed_now)
+	{
+		if (reclaimed_now) {
+			reclaim_streak_pages_ += reclaimed_now;
+			ticks_since_reclaim_ = 0;
+		} else if (++ticks_since_reclaim_ >= kCalmTicksToGrow) {
+			reclaim_streak_pages_ = 0;
+		}
+	}
+
 	static uint64_t per_second(uint64_t delta, uint64_t ms)
 	{
 		return delta > ~uint64_t{0} / 1000 ? delta / ms * 1000 : delta * 1000 / ms;
@@ -443,7 +455,8 @@ private:
 	uint64_t taken_this_tick_ = 0;
 	uint64_t reclaimed_this_tick_ = 0;
 	uint64_t reclaimed_since_sample_ = 0;
-	uint64_t reclaimed_interval_before_ = 0;
+	uint64_t reclaim_streak_pages_ = 0;
+	uint32_t ticks_since_reclaim_ = 0;
 	uint32_t reclaim_doublings_ = 0;
 	uint32_t calm_reclaim_ticks_ = 0;
 };
