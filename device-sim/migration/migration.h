@@ -236,6 +236,7 @@ struct RoundProgress {
 };
 
 struct MigrationResult {
+	static constexpr unsigned kRateRounds = 5;
 	Strategy strategy = Strategy::kNone;
 	uint64_t ram_bytes = 0;
 	uint64_t bytes_sent = 0;
@@ -275,6 +276,16 @@ struct MigrationResult {
 	// under QEMU's threshold), and the final one with the VM stopped.
 	unsigned bitmap_syncs = 0;
 	bool converged = false; // false: max_rounds forced the stop
+	// Why a migration did or did not converge, per second of model time: what the workload
+	// wrote while the guest ran (its pages written over the time it ran; 0 without a
+	// workload), what stayed dirty at each sync (QEMU's pending bytes, averaged over the last
+	// kRateRounds rounds the guest ran after the bulk pass) and what those rounds sent (their
+	// bytes over their time, QEMU's "mbps"). QEMU stops the VM once the pending bytes would go
+	// within the downtime limit; a guest that keeps more dirty than that never lets it, and
+	// QEMU goes on iterating. 0 without such a round (converged after the bulk pass).
+	double dirty_bytes_per_second = 0;
+	double pending_bytes = 0;
+	double sent_bytes_per_second = 0;
 	double network_ms = 0;
 	double total_ms = 0;
 	double downtime_ms = 0;

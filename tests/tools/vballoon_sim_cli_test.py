@@ -27,7 +27,8 @@ WORKLOADS = ["fresh", "freed", "busy"]
 STRATEGIES = ["none", "zero-detect", "hint", "report", "hint+zero-detect", "report+zero-detect"]
 FIELDS = ["workload", "strategy", "run", "bytes_sent", "pages_sent", "zero_pages", "host_cpu_ms",
           "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms", "receiver_cpu_ms", "reader_copy_ms", "rounds",
-          "bitmap_syncs", "converged",
+          "bitmap_syncs", "converged", "dirty_bytes_per_second", "pending_bytes",
+          "sent_bytes_per_second",
           "total_ms", "downtime_ms", "fixed_ms", "first_hint_ms",
           "hinted_pages_after_stop", "hinted_pages_released_early", "verified"]
 REPEAT = 2
