@@ -10,8 +10,10 @@ zero-detect line and crossover line (the summary's ratios ordered min <= median 
 crossover at the run's own link equal to the measured ratio), its values are consistent (a page sent whole costs at least 4096 bytes, downtime is part of the total,
 zero detection sends less than nothing on a fresh guest), every run is verified, the CSV
 matches the JSON and the plot is a real PNG. Bad arguments fail with a message and a
-non-zero status, before anything is written. --max-bandwidth-gbit shows in the header and the
-JSON's setup. inflate still runs.
+non-zero status, before anything is written; so does a described workload with an unknown key
+or a value out of range, naming the key. A described workload runs under its name on its own
+guest size, and one that dirties faster than a 1 Gbit/s link sends says it did not converge.
+--max-bandwidth-gbit shows in the header and the JSON's setup. inflate still runs.
 
     vballoon_sim_cli_test.py BUILD/tools/vballoon-sim
 """
@@ -206,6 +208,70 @@ def check_bad_arguments(binary, scratch):
             os.unlink(out)
 
 
+def check_bad_descriptions(binary, scratch):
+    """A described workload with an unknown key or a value out of range: exit 2, a message
+    naming the key, nothing run and nothing written."""
+    out = os.path.join(scratch, "bad.json")
+    described = os.path.join(scratch, "described.json")
+    cases = [
+        ({"hot_mb": 64}, [], 'unknown key "hot_mb"'),
+        ({"hot_mib": -1}, [], '"hot_mib": -1 is out of range'),
+        ({"hot_mib": "64"}, [], '"hot_mib": must be a number'),
+        ({"freed_fraction": 1.5}, [], '"freed_fraction": 1.5 is out of range'),
+        ({"ram_mib": 16}, [], '"ram_mib": 16 is out of range'),
+        ({"working_set_mib": 100}, ["--ram-mib", "64"], '"working_set_mib" + "freed_mib" (100 MiB) exceed'),
+        ({"hot_mib_s": 10}, [], '"hot_mib_s" rewrites a hot set'),
+        ({"ram_mib": 256}, ["--ram-mib", "128"], "describes a 256 MiB guest, not 128 MiB"),
+        ({"name": "fresh"}, ["--workload", "fresh"], "needs a name of its own"),
+        (None, ["--workload-set", "hot_mb=4"], 'unknown key "hot_mb"'),
+        (None, ["--workload-set", "churn_mib_s=abc"], '"churn_mib_s": not a number'),
+    ]
+    for description, args, says in cases:
+        if description is not None:
+            with open(described, "w", encoding="utf-8") as f:
+                json.dump(description, f)
+            args = ["--workload-file", described, *args]
+        proc = run(binary, "compare", *args, "--json", out)
+        check(proc.returncode == 2, f"{description} {args}: exit status {proc.returncode}: {proc.stderr}")
+        check(says in proc.stderr, f"{description} {args}: no '{says}' in {proc.stderr!r}")
+        check("workload" not in proc.stdout, f"{description} {args}: ran: {proc.stdout}")
+        check(not os.path.exists(out), f"{description} {args}: wrote {out} anyway")
+        if os.path.exists(out):
+            os.unlink(out)
+
+
+def check_described_workload(binary, scratch):
+    """A described workload runs alone (or beside the presets --workload names), under its
+    name, on the guest its ram_mib says; one whose hot set is rewritten faster than a 1 Gbit/s
+    link sends does not converge and says so in its row and in the JSON."""
+    described = os.path.join(scratch, "hot.json")
+    with open(described, "w", encoding="utf-8") as f:
+        json.dump({"name": "hot", "ram_mib": 256, "working_set_mib": 16, "hot_mib": 64, "hot_mib_s": 256,
+                   "warmup_ms": 100}, f)
+    json_path = os.path.join(scratch, "hot-results.json")
+    proc = run(binary, "compare", "--workload-file", described, "--workload", "fresh", "--link-gbit", "1",
+               "--strategy", "zero-detect", "--repeat", "1", "--json", json_path)
+    check(proc.returncode == 0, f"described: exit status {proc.returncode}: {proc.stderr}")
+    if proc.returncode != 0:
+        return
+    check("live migration of a 256 MiB guest" in proc.stdout, f"described: not its ram_mib:\n{proc.stdout}")
+    with open(json_path, encoding="utf-8") as f:
+        results = {r["workload"]: r for r in json.load(f)["results"]}
+    check(sorted(results) == ["fresh", "hot"], f"described: workloads {sorted(results)}")
+    hot, fresh = results.get("hot"), results.get("fresh")
+    if not hot or not fresh:
+        return
+    table = proc.stdout[proc.stdout.find("workload hot"):]
+    check("did not converge: the guest dirtied" in table, f"described: no 'did not converge':\n{table}")
+    check(not hot["converged"] and hot["verified"], f"described: {hot}")
+    link = 1e9 / 8
+    check(hot["dirty_bytes_per_second"] > 1.5 * link, f"described: dirtied {hot['dirty_bytes_per_second']}")
+    check(0.5 * link < hot["sent_bytes_per_second"] <= 1.01 * link,
+          f"described: sent {hot['sent_bytes_per_second']}")
+    check(hot["pending_bytes"] > hot["sent_bytes_per_second"] * 0.3, f"described: pending {hot['pending_bytes']}")
+    check(fresh["converged"], f"fresh beside it did not converge: {fresh}")
+
+
 def check_inflate(binary):
     proc = run(binary, "inflate", "--ram-mib", RAM_MIB, "--json")
     check(proc.returncode == 0, f"inflate exited {proc.returncode}: {proc.stderr}")
@@ -230,6 +296,8 @@ def main(argv):
     binary = argv[1]
     with tempfile.TemporaryDirectory(prefix="vballoon-sim-cli-") as scratch:
         check_bad_arguments(binary, scratch)
+        check_bad_descriptions(binary, scratch)
+        check_described_workload(binary, scratch)
         check_inflate(binary)
         check_squeeze(binary)
         check_default_strategies(binary, scratch)
