@@ -40,24 +40,20 @@ void check_machine(const MigrationMachine& machine, const MigrationConfig& confi
 			throw std::invalid_argument("migration: an always-dirty range lies outside RAM");
 }
 
-// MigrationResult::pending_bytes and sent_bytes_per_second from the round log.
-void measure_rates(MigrationResult& result)
+// MigrationResult::sent_bytes_per_second from the round log.
+void measure_send_rate(MigrationResult& result)
 {
 	const std::vector<RoundProgress>& log = result.round_log;
-	uint64_t pending = 0, sent = 0;
+	uint64_t sent = 0;
 	double sending_ms = 0;
 	unsigned counted = 0;
-	// Round k >= 1 started with what stayed dirty at the sync before it.
 	for (size_t k = log.size(); k-- > 1 && counted < MigrationResult::kRateRounds;) {
 		if (log[k].stop_and_copy)
 			continue;
-		pending += log[k].pages_dirty * kPage;
 		sent += log[k].bytes_sent;
 		sending_ms += log[k].round_ms;
 		counted++;
 	}
-	if (counted > 0)
-		result.pending_bytes = double(pending) / counted;
 	if (sending_ms > 0)
 		result.sent_bytes_per_second = double(sent) * 1000.0 / sending_ms;
 }
@@ -85,7 +81,7 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 	}
 	precopy.verify();
 	MigrationResult result = precopy.finish();
-	measure_rates(result);
+	measure_send_rate(result);
 	// The workload writes only while the guest runs (it is paused for stop-and-copy).
 	const double running_ms = result.total_ms - result.downtime_ms;
 	if (machine.workload && running_ms > 0)

@@ -276,15 +276,17 @@ struct MigrationResult {
 	// under QEMU's threshold), and the final one with the VM stopped.
 	unsigned bitmap_syncs = 0;
 	bool converged = false; // false: max_rounds forced the stop
-	// Why a migration did or did not converge, per second of model time: what the workload
-	// wrote while the guest ran (its pages written over the time it ran; 0 without a
-	// workload), what stayed dirty at each sync (QEMU's pending bytes, averaged over the last
-	// kRateRounds rounds the guest ran after the bulk pass) and what those rounds sent (their
-	// bytes over their time, QEMU's "mbps"). QEMU stops the VM once the pending bytes would go
-	// within the downtime limit; a guest that keeps more dirty than that never lets it, and
-	// QEMU goes on iterating. 0 without such a round (converged after the bulk pass).
+	// Why a migration did or did not converge. What the workload wrote while the guest ran,
+	// per second of model time (its pages written over the time it ran; 0 without a
+	// workload). At the last sync while the guest ran, what the convergence rule counted as
+	// dirty (QEMU: the logged pages x 4096, zero or not) and, for QEMU's rule, what it let go
+	// (the bandwidth of its last window of at least 100 ms x the downtime limit; 0 for the
+	// other rule or before a window closed): QEMU goes on iterating while the first stays
+	// above the second. And what the last kRateRounds rounds the guest ran after the bulk
+	// pass sent per second of their time (QEMU's "mbps"; 0 without such a round).
 	double dirty_bytes_per_second = 0;
 	double pending_bytes = 0;
+	double threshold_bytes = 0;
 	double sent_bytes_per_second = 0;
 	double network_ms = 0;
 	double total_ms = 0;

@@ -246,8 +246,11 @@ TEST(Migration, ADescribedHotSetRewrittenFasterThanTheLinkDoesNotConvergeAndSays
 	EXPECT_LT(r.dirty_bytes_per_second, 5 * link);
 	EXPECT_GT(r.sent_bytes_per_second, 0.8 * link);
 	EXPECT_LE(r.sent_bytes_per_second, 1.01 * link);
-	EXPECT_GT(r.pending_bytes, 60.0 * (1 << 20)); // the hot set, dirty again at every sync
-	EXPECT_GT(r.pending_bytes, r.sent_bytes_per_second * mc.downtime_limit_ms / 1000);
+	// Most of the hot set is dirty again at every sync.
+	EXPECT_GT(r.pending_bytes, 48.0 * (1 << 20));
+	// QEMU's threshold: about what the link sends in the 300 ms downtime limit, 36 MiB.
+	EXPECT_GT(r.threshold_bytes, 0.8 * link * 0.3);
+	EXPECT_LT(r.threshold_bytes, r.pending_bytes);
 }
 
 // A guest that hints a page it still uses (a lying guest, or a model that applied a hint

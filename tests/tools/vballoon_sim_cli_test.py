@@ -29,7 +29,7 @@ WORKLOADS = ["fresh", "freed", "busy"]
 STRATEGIES = ["none", "zero-detect", "hint", "report", "hint+zero-detect", "report+zero-detect"]
 FIELDS = ["workload", "strategy", "run", "bytes_sent", "pages_sent", "zero_pages", "host_cpu_ms",
           "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms", "receiver_cpu_ms", "reader_copy_ms", "rounds",
-          "bitmap_syncs", "converged", "dirty_bytes_per_second", "pending_bytes",
+          "bitmap_syncs", "converged", "dirty_bytes_per_second", "pending_bytes", "threshold_bytes",
           "sent_bytes_per_second",
           "total_ms", "downtime_ms", "fixed_ms", "first_hint_ms",
           "hinted_pages_after_stop", "hinted_pages_released_early", "verified"]
@@ -63,15 +63,29 @@ def check_compare(binary, scratch):
 
     check("host qemu-7.2:" in proc.stdout, f"no host profile in the header:\n{proc.stdout}")
     check("link 10 Gbit/s" in proc.stdout, f"the default link is not 10 Gbit/s:\n{proc.stdout}")
-    for workload in WORKLOADS:
-        table = proc.stdout[proc.stdout.find(f"workload {workload}"):]
-        check(table.find("hint+zero-detect against zero-detect (2 run(s)") >= 0,
-              f"{workload}: no hint+zero-detect against zero-detect line")
-        check(table.find("crossover, time ratio by link: 1 Gbit/s") >= 0, f"{workload}: no crossover line")
-
     with open(json_path, encoding="utf-8") as f:
         data = json.load(f)
     results = data["results"]
+    # Pairs of hint+zero-detect and zero-detect runs that both converged: the summary's runs.
+    # On a loaded machine a busy guest's zero-detect run can fail to converge (the CPU-bound
+    # sends fall under what the downtime limit needs); its cell and a note then say so.
+    converged = {(r["workload"], r["strategy"], r["run"]) for r in results if r["converged"]}
+    paired = {w: sum((w, "hint+zero-detect", i) in converged and (w, "zero-detect", i) in converged
+                     for i in range(REPEAT)) for w in WORKLOADS}
+    for workload in WORKLOADS:
+        table = proc.stdout[proc.stdout.find(f"workload {workload}"):]
+        end = table.find("\nworkload ", 1)
+        table = table if end < 0 else table[:end]
+        if any((workload, s, i) not in converged for s in STRATEGIES for i in range(REPEAT)):
+            check("did not converge: the guest dirtied" in table and "did not converge: a guest that keeps" in table,
+                  f"{workload}: a run did not converge and the table does not say so:\n{table}")
+        if paired[workload] == 0:
+            check("hint+zero-detect against zero-detect (" not in table, f"{workload}: a ratio with no pair")
+            continue
+        check(table.find(f"hint+zero-detect against zero-detect ({paired[workload]} run(s)") >= 0,
+              f"{workload}: no hint+zero-detect against zero-detect line")
+        check(table.find("crossover, time ratio by link: 1 Gbit/s") >= 0, f"{workload}: no crossover line")
+
     pairs = [(r.get("workload"), r.get("strategy"), r.get("run")) for r in results]
     expected = [(w, s, i) for w in WORKLOADS for s in STRATEGIES
                 for i in range(REPEAT)]
@@ -81,9 +95,9 @@ def check_compare(binary, scratch):
           data["setup"]["link_bytes_per_second"] == 10e9 / 8 and
           data["setup"]["max_bandwidth_bytes_per_second"] is None, f"setup: {data['setup']}")
     summary = {s["workload"]: s for s in data["summary"]}
-    check(sorted(summary) == sorted(WORKLOADS), f"summary covers {sorted(summary)}")
+    check(sorted(summary) == sorted(w for w in WORKLOADS if paired[w]), f"summary covers {sorted(summary)}")
     for workload, s in summary.items():
-        check(s["runs"] == REPEAT, f"{workload}: summary of {s['runs']} runs")
+        check(s["runs"] == paired[workload], f"{workload}: summary of {s['runs']} runs")
         check([c["link_gbit"] for c in s["crossover"]] == LINKS, f"{workload}: crossover links {s['crossover']}")
         for ratio in [s["time_ratio"], s["host_cpu_ratio"], s["bytes_ratio"]] + [c["time_ratio"] for c in s["crossover"]]:
             check(0 < ratio["min"] <= ratio["median"] <= ratio["max"], f"{workload}: ratio {ratio}")
@@ -268,7 +282,8 @@ def check_described_workload(binary, scratch):
     check(hot["dirty_bytes_per_second"] > 1.5 * link, f"described: dirtied {hot['dirty_bytes_per_second']}")
     check(0.5 * link < hot["sent_bytes_per_second"] <= 1.01 * link,
           f"described: sent {hot['sent_bytes_per_second']}")
-    check(hot["pending_bytes"] > hot["sent_bytes_per_second"] * 0.3, f"described: pending {hot['pending_bytes']}")
+    check(hot["pending_bytes"] > hot["threshold_bytes"] > 0,
+          f"described: pending {hot['pending_bytes']}, threshold {hot['threshold_bytes']}")
     check(fresh["converged"], f"fresh beside it did not converge: {fresh}")
 
 

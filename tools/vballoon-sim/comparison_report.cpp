@@ -33,17 +33,18 @@ std::string mib_per_second(double bytes_per_second)
 }
 
 // Why a run did not converge, as QEMU's query-migrate would show it: the guest's dirty rate
-// against what the migration sent, and what stayed dirty at each sync against what the
-// downtime limit lets that rate send.
+// against what the migration sent, and what was dirty at the last sync against what QEMU's
+// rule let go (its bandwidth window x the downtime limit).
 std::string not_converged(const migration::MigrationResult& r, double downtime_limit_ms)
 {
-	return fmt::format(
-		"did not converge: the guest dirtied {} against {} sent, {} dirty at each sync "
-		"where {:.0f} ms of downtime sends {}; stopped after {} rounds",
+	std::string why = fmt::format(
+		"did not converge: the guest dirtied {} against {} sent, {} dirty at the last sync",
 		mib_per_second(r.dirty_bytes_per_second), mib_per_second(r.sent_bytes_per_second),
-		human_bytes(uint64_t(r.pending_bytes)), downtime_limit_ms,
-		human_bytes(uint64_t(r.sent_bytes_per_second * downtime_limit_ms / 1000)),
-		r.rounds > 0 ? r.rounds - 1 : 0);
+		human_bytes(uint64_t(r.pending_bytes)));
+	if (r.threshold_bytes > 0)
+		why += fmt::format(" where {:.0f} ms of downtime let {} go", downtime_limit_ms,
+				   human_bytes(uint64_t(r.threshold_bytes)));
+	return why + fmt::format("; stopped after {} rounds", r.rounds > 0 ? r.rounds - 1 : 0);
 }
 
 std::string link_name(double link_bytes_per_second)
@@ -121,17 +122,19 @@ PairedRatios paired_ratios(const ComparisonSetup& setup, const std::vector<Compa
 	const auto base = runs_of(rows, workload, kBaseline);
 	const std::vector<double> links = crossover_links();
 	out.time_at_link.resize(links.size());
-	// A run that did not converge has no time to compare (QEMU would still be iterating).
 	for (const auto* r : hinted)
-		if (!r->result.verified || !r->result.converged)
+		if (!r->result.verified)
 			return {};
 	for (const auto* r : base)
-		if (!r->result.verified || !r->result.converged)
+		if (!r->result.verified)
 			return {};
 	for (size_t i = 0; i < std::min(hinted.size(), base.size()); i++) {
 		const migration::MigrationResult& h = hinted[i]->result;
 		const migration::MigrationResult& b = base[i]->result;
-		if (b.total_ms <= 0 || b.host_cpu_ms <= 0 || b.bytes_sent == 0)
+		// A run that did not converge has no time to compare (QEMU would still be
+		// iterating): its pair is left out.
+		if (b.total_ms <= 0 || b.host_cpu_ms <= 0 || b.bytes_sent == 0 || !h.converged ||
+		    !b.converged)
 			continue;
 		out.time.push_back(h.total_ms / b.total_ms);
 		out.host_cpu.push_back(h.host_cpu_ms / b.host_cpu_ms);
@@ -217,9 +220,26 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 			// One that did not converge has no end: its total is where the model stopped
 			// it, and QEMU would not have stopped the VM.
 			const bool ended = r.converged && baseline && baseline->converged;
-			std::string verdict =
-				r.converged ? "yes"
-					    : "yes; " + not_converged(r, setup.downtime_limit_ms);
+			// The cell is the median run, but says so when any of its runs did not
+			// converge (with that run's figures when the median converged).
+			const std::vector<const ComparisonRow*> runs =
+				runs_of(rows, workload, strategy);
+			const migration::MigrationResult* stuck = r.converged ? nullptr : &r;
+			unsigned stuck_runs = 0;
+			for (const ComparisonRow* run : runs)
+				if (!run->result.converged) {
+					stuck_runs++;
+					if (!stuck)
+						stuck = &run->result;
+				}
+			std::string verdict = "yes";
+			if (stuck)
+				verdict += fmt::format(
+					"; {}{}",
+					runs.size() > 1 ? fmt::format("{} of {} runs ", stuck_runs,
+								      runs.size())
+							: std::string(),
+					not_converged(*stuck, setup.downtime_limit_ms));
 			out += fmt::format(
 				"{:<19} {:>10} {:>10} {:>11} {:>8} {:>9.1f} {:>9.1f} {:>7.1f} "
 				"{:>9.1f} {:>6} "
@@ -248,7 +268,8 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 					   "auto-converge). The model stops it after {} rounds and "
 					   "verifies what it sent; "
 					   "total ms (\">\") is the time until then, no downtime "
-					   "and no ratio are shown.\n",
+					   "and no ratio are shown, and such runs are left out of "
+					   "the pairs below.\n",
 					   setup.max_rounds);
 		const PairedRatios pairs = paired_ratios(setup, rows, workload);
 		if (pairs.time.empty())
@@ -295,6 +316,7 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				   {"converged", r.converged},
 				   {"dirty_bytes_per_second", r.dirty_bytes_per_second},
 				   {"pending_bytes", r.pending_bytes},
+				   {"threshold_bytes", r.threshold_bytes},
 				   {"sent_bytes_per_second", r.sent_bytes_per_second},
 				   {"total_ms", r.total_ms},
 				   {"downtime_ms", r.downtime_ms},
