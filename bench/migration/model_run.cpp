@@ -65,10 +65,12 @@ MigrationResult run_one(const Options& options, WorkloadKind kind, Strategy stra
 	}
 	auto user = make_allocator_user_memory(memory, allocator);
 	WorkloadConfig wc;
-	wc.kind = kind;
+	wc.name = workload_name(kind);
+	wc.params = vbw_default_params();
 	wc.params.working_set_bytes = options.working_set_mib << 20;
 	wc.params.freed_fraction = options.freed_fraction;
 	wc.params.churn_bytes_per_second = options.busy_mib_per_s * (1 << 20);
+	vbw_keep_preset_parts(preset_of(kind), &wc.params);
 	auto workload = make_workload(wc, *user);
 	workload->prepare();
 	if (uses_reports(strategy))

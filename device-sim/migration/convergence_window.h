@@ -36,6 +36,9 @@ public:
 		start_bytes_ = bytes_sent;
 	}
 
+	// Bandwidth of the last closed window x downtime limit (0: none closed yet).
+	double threshold_bytes() const { return threshold_bytes_; }
+
 	// QEMU counts every dirty page as a whole page, zero or not.
 	bool below_threshold(uint64_t pending_pages) const
 	{

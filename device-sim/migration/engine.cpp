@@ -4,10 +4,12 @@
 // API and docs/migration-model.md for the model: what is measured, what is computed, and why.
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "memory/guest_memory.h"
 #include "migration/migration.h"
 #include "migration/precopy.h"
+#include "migration/workload.h"
 
 namespace vbsim::migration
 {
@@ -38,11 +40,31 @@ void check_machine(const MigrationMachine& machine, const MigrationConfig& confi
 			throw std::invalid_argument("migration: an always-dirty range lies outside RAM");
 }
 
+// MigrationResult::sent_bytes_per_second from the round log.
+void measure_send_rate(MigrationResult& result)
+{
+	const std::vector<RoundProgress>& log = result.round_log;
+	uint64_t sent = 0;
+	double sending_ms = 0;
+	unsigned counted = 0;
+	for (size_t k = log.size(); k-- > 1 && counted < MigrationResult::kRateRounds;) {
+		if (log[k].stop_and_copy)
+			continue;
+		sent += log[k].bytes_sent;
+		sending_ms += log[k].round_ms;
+		counted++;
+	}
+	if (sending_ms > 0)
+		result.sent_bytes_per_second = double(sent) * 1000.0 / sending_ms;
+}
+
 } // namespace
 
 MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config, const ProgressCallback& progress)
 {
 	check_machine(machine, config);
+	const uint64_t written_before =
+		machine.workload ? machine.workload->stats().pages_written : 0;
 	PreCopy precopy(machine, config);
 	precopy.setup();
 	for (unsigned round = 0;; round++) {
@@ -58,7 +80,15 @@ MigrationResult migrate(MigrationMachine& machine, const MigrationConfig& config
 			precopy.start_hint_round();
 	}
 	precopy.verify();
-	return precopy.finish();
+	MigrationResult result = precopy.finish();
+	measure_send_rate(result);
+	// The workload writes only while the guest runs (it is paused for stop-and-copy).
+	const double running_ms = result.total_ms - result.downtime_ms;
+	if (machine.workload && running_ms > 0)
+		result.dirty_bytes_per_second =
+			double((machine.workload->stats().pages_written - written_before) * kPage) *
+			1000.0 / running_ms;
+	return result;
 }
 
 } // namespace vbsim::migration

@@ -236,6 +236,7 @@ struct RoundProgress {
 };
 
 struct MigrationResult {
+	static constexpr unsigned kRateRounds = 5;
 	Strategy strategy = Strategy::kNone;
 	uint64_t ram_bytes = 0;
 	uint64_t bytes_sent = 0;
@@ -275,6 +276,18 @@ struct MigrationResult {
 	// under QEMU's threshold), and the final one with the VM stopped.
 	unsigned bitmap_syncs = 0;
 	bool converged = false; // false: max_rounds forced the stop
+	// Why a migration did or did not converge. What the workload wrote while the guest ran,
+	// per second of model time (its pages written over the time it ran; 0 without a
+	// workload). At the last sync while the guest ran, what the convergence rule counted as
+	// dirty (QEMU: the logged pages x 4096, zero or not) and, for QEMU's rule, what it let go
+	// (the bandwidth of its last window of at least 100 ms x the downtime limit; 0 for the
+	// other rule or before a window closed): QEMU goes on iterating while the first stays
+	// above the second. And what the last kRateRounds rounds the guest ran after the bulk
+	// pass sent per second of their time (QEMU's "mbps"; 0 without such a round).
+	double dirty_bytes_per_second = 0;
+	double pending_bytes = 0;
+	double threshold_bytes = 0;
+	double sent_bytes_per_second = 0;
 	double network_ms = 0;
 	double total_ms = 0;
 	double downtime_ms = 0;

@@ -319,6 +319,8 @@ uint64_t PreCopy::pending_logged() const
 
 bool PreCopy::converged(const RoundProgress& round)
 {
+	if (!qemu_convergence_)
+		result_.pending_bytes = double(to_send_.count() * kPage);
 	const double expected_downtime_ms = qemu_convergence_
 						    ? qemu_expected_downtime_ms()
 						    : whole_page_expected_downtime_ms(round);
@@ -332,6 +334,8 @@ bool PreCopy::converged(const RoundProgress& round)
 double PreCopy::qemu_expected_downtime_ms()
 {
 	window_.update(elapsed_ms_, result_.bytes_sent);
+	result_.pending_bytes = double(pending_logged() * kPage);
+	result_.threshold_bytes = window_.threshold_bytes();
 	return window_.expected_downtime_ms(pending_logged());
 }
 

@@ -107,12 +107,14 @@ public:
 		: config_(config), memory_(memory), regions_(VBW_REGION_ARENA0 + VBW_MAX_ARENAS),
 		  page_(VBW_PAGE_WORDS)
 	{
-		if (const char* bad = vbw_check_params(kind(), &config.params, memory.ram().size()))
-			throw std::invalid_argument(std::string("workload: ") + bad);
+		char bad[256];
+		if (vbw_check_params(&config.params, memory.ram().size(), bad, sizeof(bad)) != 0)
+			throw std::invalid_argument(std::string("workload ") + config.name + ": " +
+						    bad);
 		const vbw_ops ops = {this, &GuestWorkload::allocate_cb, &GuestWorkload::write_cb,
 				     &GuestWorkload::release_cb};
 		state_ = std::make_unique<vbw_state>();
-		vbw_init(state_.get(), kind(), &config.params, memory.ram().size(), &ops);
+		vbw_init(state_.get(), &config.params, memory.ram().size(), &ops);
 	}
 
 	~GuestWorkload() override { stop(); }
@@ -136,7 +138,7 @@ public:
 
 	void start() override
 	{
-		if (config_.kind != WorkloadKind::kBusy || thread_.joinable())
+		if (!vbw_runs_while_migrating(&config_.params) || thread_.joinable())
 			return;
 		// The warm-up, in workload time: the migration has not started, so nothing waits.
 		for (double t = 0;; t = std::min(t + kWarmupStepMs, config_.params.warmup_ms)) {
@@ -221,16 +223,6 @@ public:
 	}
 
 private:
-	vbw_kind kind() const
-	{
-		switch (config_.kind) {
-		case WorkloadKind::kFresh: return VBW_FRESH;
-		case WorkloadKind::kFreed: return VBW_FREED;
-		case WorkloadKind::kBusy: return VBW_BUSY;
-		}
-		return VBW_FRESH;
-	}
-
 	static uint64_t allocate_cb(void* ctx, uint32_t region, uint64_t pages)
 	{
 		auto* self = static_cast<GuestWorkload*>(ctx);
@@ -401,29 +393,69 @@ std::optional<WorkloadKind> parse_workload(std::string_view name)
 	return std::nullopt;
 }
 
+vbw_kind preset_of(WorkloadKind kind)
+{
+	switch (kind) {
+	case WorkloadKind::kFresh:
+		return VBW_FRESH;
+	case WorkloadKind::kFreed:
+		return VBW_FREED;
+	case WorkloadKind::kBusy:
+		return VBW_BUSY;
+	}
+	return VBW_FRESH;
+}
+
+namespace
+{
+
+void clamp_to_pages(uint64_t& bytes, uint64_t most)
+{
+	bytes = std::min(bytes, most / kPage * kPage);
+}
+
+// The booted guest's own memory, as every workload here runs on it.
+void add_booted_guest(WorkloadConfig& config, uint64_t ram_bytes)
+{
+	config.booted_guest_bytes = kBootedTestGuestBytes;
+	clamp_to_pages(config.booted_guest_bytes, ram_bytes / 16);
+	config.booted_guest_zero_bytes = kBootedTestGuestZeroBytes;
+	clamp_to_pages(config.booted_guest_zero_bytes, ram_bytes / 64);
+}
+
+} // namespace
+
 WorkloadConfig workload_for_ram(WorkloadKind kind, uint64_t ram_bytes)
 {
 	WorkloadConfig config;
-	config.kind = kind;
+	config.name = workload_name(kind);
+	config.params = vbw_preset(preset_of(kind));
 	// A compile keeps its vCPUs on the host's CPUs, as the calibration guest's vCPU thread
 	// is kept on one by its emulated writes (docs/migration-model.md, "Workloads", and the
 	// calibration "the busy guest's vCPU on a host CPU").
-	config.vcpu_stays_on_cpu = kind == WorkloadKind::kBusy;
+	config.vcpu_stays_on_cpu = vbw_runs_while_migrating(&config.params) != 0;
 	vbw_params& p = config.params;
-	auto clamp = [](uint64_t& bytes, uint64_t most) { bytes = std::min(bytes, most / kPage * kPage); };
-	config.booted_guest_bytes = kBootedTestGuestBytes;
-	clamp(config.booted_guest_bytes, ram_bytes / 16);
-	config.booted_guest_zero_bytes = kBootedTestGuestZeroBytes;
-	clamp(config.booted_guest_zero_bytes, ram_bytes / 64);
-	clamp(p.working_set_bytes, ram_bytes / 8);
+	add_booted_guest(config, ram_bytes);
+	clamp_to_pages(p.working_set_bytes, ram_bytes / 8);
 	const uint64_t busy = p.hot_bytes + p.cache_bytes + p.live_bytes;
 	if (busy > ram_bytes / 4) {
 		const double scale = double(ram_bytes / 4) / double(busy);
-		clamp(p.hot_bytes, uint64_t(double(p.hot_bytes) * scale));
-		clamp(p.cache_bytes, uint64_t(double(p.cache_bytes) * scale));
-		clamp(p.live_bytes, uint64_t(double(p.live_bytes) * scale));
-		clamp(p.arena_bytes, p.live_bytes);
+		clamp_to_pages(p.hot_bytes, uint64_t(double(p.hot_bytes) * scale));
+		clamp_to_pages(p.cache_bytes, uint64_t(double(p.cache_bytes) * scale));
+		clamp_to_pages(p.live_bytes, uint64_t(double(p.live_bytes) * scale));
+		clamp_to_pages(p.arena_bytes, p.live_bytes);
 	}
+	return config;
+}
+
+WorkloadConfig described_workload(const std::string& name, const vbw_params& params,
+				  uint64_t ram_bytes)
+{
+	WorkloadConfig config;
+	config.name = name;
+	config.params = params;
+	config.vcpu_stays_on_cpu = vbw_runs_while_migrating(&params) != 0;
+	add_booted_guest(config, ram_bytes);
 	return config;
 }
 

@@ -2,7 +2,10 @@
 //
 // What the guest does before and while it migrates: the workload generator
 // (workload_generator.h, plain C shared with the guest binary tests/guest/vbwork.c) run on
-// the simulated guest's memory. Three workloads:
+// the simulated guest's memory. It runs a description (vbw_params: memory written and held, a
+// hot set and its rate, arenas churned, a page cache rewritten, memory written and freed
+// before migrating, the guest's init_on_free/init_on_alloc); the three named workloads are
+// presets of it (workload_for_ram):
 //  - fresh: a booted guest with a small working set; most of RAM was never touched (seed
 //    000's idle guest: zero pages cost the source a full scan but few bytes);
 //  - freed: idle after writing most of RAM and freeing it again: the free pages are not
@@ -10,6 +13,7 @@
 //  - busy: fresh plus a compile's memory traffic (the v36 hinting thread's make -j4): a hot set rewritten,
 //    page cache rewritten slowly, arenas allocated, written and freed at random and reused;
 //    warmed up in model time before the migration and paced by the model clock during it.
+// A description that writes while migrating runs as busy does.
 // Anonymous memory is written through a DirtyMarker, page cache through GuestMemory's plain
 // write (its range marking): every page through exactly one marking path, so a bug in
 // either path leaves a stale page at the destination.
@@ -21,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -70,11 +75,14 @@ bool wait_for_reporting_to_settle(SimGuest& guest, std::chrono::milliseconds tim
 enum class WorkloadKind : uint8_t { kFresh, kFreed, kBusy };
 const char* workload_name(WorkloadKind kind);
 std::optional<WorkloadKind> parse_workload(std::string_view name);
+// The generator's name for a preset.
+vbw_kind preset_of(WorkloadKind kind);
 
 struct WorkloadConfig {
-	WorkloadKind kind = WorkloadKind::kFresh;
-	// Sizes and rates (bytes per second of the model clock), the guest binary's defaults.
-	vbw_params params = vbw_default_params();
+	// What the tables call it: a preset's name, or the description's.
+	std::string name = "fresh";
+	// The description: sizes and rates (bytes per second of the model clock); fresh's by default.
+	vbw_params params = vbw_preset(VBW_FRESH);
 	// The guest booted with its free lists shuffled (Linux: page_alloc.shuffle=1), before
 	// prepare() allocates: the working set and the free memory then lie all over RAM, so
 	// a hint that lands after the bulk pass started saves only what lies ahead of it.
@@ -113,10 +121,15 @@ inline constexpr uint64_t kBootedTestGuestBytes = 97ull << 20;
 // non-zero and the model's 4 MiB kernel area, 21 MiB of it is zero.
 inline constexpr uint64_t kBootedTestGuestZeroBytes = 21ull << 20;
 
-// The defaults, shrunk for a small guest: the working set at most 1/8 of RAM, the busy
-// footprint (hot set, cache, arenas) at most 1/4; and the booted guest's own memory
+// A preset (vbw_preset), shrunk for a small guest: the working set at most 1/8 of RAM, the
+// busy footprint (hot set, cache, arenas) at most 1/4; and the booted guest's own memory
 // (kBootedTestGuestBytes, at most 1/16 of RAM).
 WorkloadConfig workload_for_ram(WorkloadKind kind, uint64_t ram_bytes);
+// A described workload as compare runs it: the description as given (nothing shrunk; it must
+// fit, vbw_check_params), on the booted guest of the presets, its vCPU kept on a host CPU
+// when it writes while migrating (as busy's).
+WorkloadConfig described_workload(const std::string& name, const vbw_params& params,
+				  uint64_t ram_bytes);
 
 struct WorkloadStats {
 	uint64_t pages_written = 0;

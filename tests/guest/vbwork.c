@@ -1,22 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * vbwork: the migration workloads (fresh, freed, busy) inside the test guest, built with
- * `gcc -static` from this file and the simulator's own generator
- * (device-sim/migration/workload_generator.c), so the real guest and the model run the
- * same program logic with the same sizes and rates.
+ * vbwork: the migration workloads inside the test guest, built with `gcc -static` from this
+ * file and the simulator's own generator (device-sim/migration/workload_generator.c), so the
+ * real guest and the model run the same program logic with the same sizes and rates.
  *
- *   vbwork KIND [--ram-mib N] [NAME=VALUE ...]
+ *   vbwork fresh|freed|busy|described [--ram-mib N] [KEY=VALUE ...]
  *
- * KIND is fresh, freed or busy. --ram-mib is the guest RAM the sizes are relative to (the
- * model's RAM; default 2048). NAME=VALUE overrides a parameter: working_set_mib,
- * freed_fraction, hot_mib, hot_mib_s, cache_mib, cache_mib_s, arena_kib, live_mib,
- * churn_mib_s, warmup_ms, seed.
+ * The first argument is a preset (fresh, freed, busy) or `described`, the empty description
+ * (nothing written, nothing running). --ram-mib (or ram_mib=N) is the guest RAM the sizes
+ * are relative to (the model's RAM; default 2048). KEY=VALUE sets one key of the
+ * description, with the generator's own key table (vbw_set_param), the same keys as
+ * `vballoon-sim compare --workload-file`'s JSON: working_set_mib, freed_mib, freed_fraction,
+ * hot_mib, hot_mib_s, cache_mib, cache_mib_s, arena_kib, live_mib, churn_mib_s,
+ * random_frees, warmup_ms, seed, init_on_free, init_on_alloc. tests/guest/
+ * workload_description.py turns a JSON description into these arguments.
  *
- * Prints "params ..." and, once the state to migrate is reached (busy: after warmup_ms of
- * running), "ready". busy keeps running; every SIGUSR1 prints "stats ..." (what it wrote
- * and the rates it reached since it started). SIGTERM ends it (exit 0). Anonymous regions
- * are private mappings (munmap frees them); the page cache region is a file in /tmp
- * written with pwrite.
+ * init_on_free and init_on_alloc are the guest kernel's (boot it with them,
+ * workload_description.kernel_args): vbwork refuses to run when /proc/cmdline says
+ * otherwise (a setting the command line does not name is taken as the description says:
+ * Debian's kernel has init_on_alloc on unless booted with init_on_alloc=0).
+ *
+ * Prints "params ..." (the whole description, every key) and, once the state to migrate is
+ * reached (when something runs while migrating: after warmup_ms of running), "ready". A
+ * running workload keeps running; every SIGUSR1 prints "stats ..." (what it wrote and the
+ * rates it reached since it started). SIGTERM ends it (exit 0). Anonymous regions are
+ * private mappings (munmap frees them); the page cache region is a file in /tmp written
+ * with pwrite. A bad argument or description: "vbwork: ..." naming the key, exit 2.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -119,30 +128,40 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
 }
 
-static int set_param(struct vbw_params *p, const char *arg)
+/* The kernel's setting `name` as /proc/cmdline gives it: 0, 1, or -1 when it does not say. */
+static int cmdline_setting(const char *cmdline, const char *name)
 {
-	const char *eq = strchr(arg, '=');
-	if (!eq)
-		return -1;
-	char *end;
-	const double v = strtod(eq + 1, &end);
-	if (*end != 0 || v < 0)
-		return -1;
-	const size_t n = (size_t)(eq - arg);
-#define IS(name) (n == strlen(name) && strncmp(arg, name, n) == 0)
-	if (IS("working_set_mib")) p->working_set_bytes = (uint64_t)(v * MIB_BYTES);
-	else if (IS("freed_fraction")) p->freed_fraction = v;
-	else if (IS("hot_mib")) p->hot_bytes = (uint64_t)(v * MIB_BYTES);
-	else if (IS("hot_mib_s")) p->hot_bytes_per_second = v * MIB_BYTES;
-	else if (IS("cache_mib")) p->cache_bytes = (uint64_t)(v * MIB_BYTES);
-	else if (IS("cache_mib_s")) p->cache_bytes_per_second = v * MIB_BYTES;
-	else if (IS("arena_kib")) p->arena_bytes = (uint64_t)(v * 1024);
-	else if (IS("live_mib")) p->live_bytes = (uint64_t)(v * MIB_BYTES);
-	else if (IS("churn_mib_s")) p->churn_bytes_per_second = v * MIB_BYTES;
-	else if (IS("warmup_ms")) p->warmup_ms = v;
-	else if (IS("seed")) p->seed = (uint64_t)v;
-	else return -1;
-#undef IS
+	const size_t n = strlen(name);
+	for (const char *at = cmdline; (at = strstr(at, name)) != NULL; at += n) {
+		if ((at == cmdline || at[-1] == ' ') && at[n] == '=')
+			return at[n + 1] == '1' || strncmp(at + n + 1, "on", 2) == 0 ||
+			       at[n + 1] == 'y';
+	}
+	return -1;
+}
+
+/* 0, or -1 after saying which setting the running kernel contradicts. */
+static int check_kernel(const struct vbw_params *p)
+{
+	char cmdline[4096] = "";
+	FILE *f = fopen("/proc/cmdline", "r");
+	if (!f)
+		return 0; /* not a Linux guest's /proc: nothing to hold it to */
+	if (!fgets(cmdline, sizeof(cmdline), f))
+		cmdline[0] = 0;
+	fclose(f);
+	const char *names[] = {"init_on_free", "init_on_alloc"};
+	const int wanted[] = {p->init_on_free, p->init_on_alloc};
+	for (int i = 0; i < 2; i++) {
+		const int booted = cmdline_setting(cmdline, names[i]);
+		if (booted >= 0 && booted != wanted[i]) {
+			fprintf(stderr,
+				"vbwork: \"%s\": the description says %d, the guest booted with "
+				"%s=%d\n",
+				names[i], wanted[i], names[i], booted);
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -166,46 +185,77 @@ int main(int argc, char **argv)
 {
 	static struct guest_memory memory;
 	static struct vbw_state state;
+	static char description[2048];
+	struct vbw_params p;
 	enum vbw_kind kind;
-	struct vbw_params p = vbw_default_params();
 	uint64_t ram_mib = 2048;
+	char error[256];
 
-	if (argc < 2 || vbw_parse_kind(argv[1], &kind) != 0) {
-		fprintf(stderr, "usage: vbwork fresh|freed|busy [--ram-mib N] [NAME=VALUE ...]\n");
+	if (argc >= 2 && vbw_parse_kind(argv[1], &kind) == 0) {
+		p = vbw_preset(kind);
+	} else if (argc >= 2 && strcmp(argv[1], "described") == 0) {
+		p = vbw_empty_params();
+	} else {
+		fprintf(stderr,
+			"usage: vbwork fresh|freed|busy|described [--ram-mib N] [KEY=VALUE ...]\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--ram-mib") == 0 && i + 1 < argc) {
-			ram_mib = strtoull(argv[++i], NULL, 10);
-		} else if (set_param(&p, argv[i]) != 0) {
-			fprintf(stderr, "vbwork: bad argument %s\n", argv[i]);
+		const char *arg = argv[i];
+		if (strcmp(arg, "--ram-mib") == 0 && i + 1 < argc)
+			arg = argv[++i];
+		else if (strncmp(arg, "ram_mib=", 8) == 0)
+			arg += 8;
+		else
+			arg = NULL;
+		if (arg) {
+			char *end;
+			ram_mib = strtoull(arg, &end, 10);
+			if (*arg == 0 || *end != 0 || ram_mib < 64 || ram_mib > (16ull << 20)) {
+				fprintf(stderr,
+					"vbwork: \"ram_mib\": %s is out of range (64 to "
+					"16777216)\n",
+					arg);
+				return 2;
+			}
+			continue;
+		}
+		char key[64];
+		const char *eq = strchr(argv[i], '=');
+		if (!eq || eq == argv[i] || (size_t)(eq - argv[i]) >= sizeof(key)) {
+			fprintf(stderr, "vbwork: bad argument %s (KEY=VALUE)\n", argv[i]);
+			return 2;
+		}
+		memcpy(key, argv[i], (size_t)(eq - argv[i]));
+		key[eq - argv[i]] = 0;
+		if (vbw_set_param(&p, key, eq + 1, error, sizeof(error)) != 0) {
+			fprintf(stderr, "vbwork: %s\n", error);
 			return 2;
 		}
 	}
-	const char *bad = vbw_check_params(kind, &p, ram_mib << 20);
-	if (bad) {
-		fprintf(stderr, "vbwork: %s\n", bad);
+	if (vbw_check_params(&p, ram_mib << 20, error, sizeof(error)) != 0) {
+		fprintf(stderr, "vbwork: %s\n", error);
 		return 2;
 	}
+	if (check_kernel(&p) != 0)
+		return 2;
+	const int runs = vbw_runs_while_migrating(&p);
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	signal(SIGUSR1, on_signal);
-	printf("params kind=%s ram_mib=%llu working_set_mib=%.1f freed_fraction=%.3f hot_mib=%.1f hot_mib_s=%.1f "
-	       "cache_mib=%.1f cache_mib_s=%.1f arena_kib=%.0f live_mib=%.1f churn_mib_s=%.1f warmup_ms=%.0f\n",
-	       vbw_kind_name(kind), (unsigned long long)ram_mib, p.working_set_bytes / MIB_BYTES, p.freed_fraction,
-	       p.hot_bytes / MIB_BYTES, p.hot_bytes_per_second / MIB_BYTES, p.cache_bytes / MIB_BYTES,
-	       p.cache_bytes_per_second / MIB_BYTES, p.arena_bytes / 1024.0, p.live_bytes / MIB_BYTES,
-	       p.churn_bytes_per_second / MIB_BYTES, p.warmup_ms);
+	vbw_describe(&p, description, sizeof(description));
+	printf("params workload=%s ram_mib=%llu %s\n", argv[1], (unsigned long long)ram_mib,
+	       description);
 	fflush(stdout);
 
 	const struct vbw_ops ops = {&memory, g_allocate, g_write, g_release};
 	memory.cache_fd = -1;
-	vbw_init(&state, kind, &p, ram_mib << 20, &ops);
+	vbw_init(&state, &p, ram_mib << 20, &ops);
 	vbw_prepare(&state);
 	const double t0 = now_ms();
 	vbw_start(&state, t0);
 	at_start = state.stats;
-	int ready = kind != VBW_BUSY;
+	int ready = !runs;
 	if (ready) {
 		printf("ready\n");
 		fflush(stdout);
@@ -215,7 +265,7 @@ int main(int argc, char **argv)
 			stats_requested = 0;
 			print_stats(&state, t0);
 		}
-		if (kind != VBW_BUSY) {
+		if (!runs) {
 			pause();
 			continue;
 		}

@@ -209,6 +209,50 @@ TEST(Migration, AGuestDirtyingFasterThanTheLinkIsForcedToStopAfterMaxRounds)
 	EXPECT_EQ(r.rounds, 5u); // four rounds, then the forced stop-and-copy
 }
 
+// A described workload whose hot set is rewritten faster than a 1 Gbit/s link sends (512 MiB/s
+// against 119 MiB/s) keeps its 64 MiB hot set dirty at every sync, more than the 300 ms
+// downtime limit lets the link send (36 MiB): QEMU would go on iterating. The model stops it
+// after max_rounds, says it did not converge, and measures why: what the guest dirtied
+// against what was sent, and what stayed dirty at each sync.
+TEST(Migration, ADescribedHotSetRewrittenFasterThanTheLinkDoesNotConvergeAndSaysWhy)
+{
+	const uint64_t ram = 256ull << 20;
+	SmallMachine m(ram);
+	vbw_params described = vbw_empty_params();
+	for (auto [key, value] : {std::pair{"working_set_mib", "8"},
+				  {"hot_mib", "64"},
+				  {"hot_mib_s", "512"},
+				  {"warmup_ms", "100"}}) {
+		char error[256];
+		ASSERT_EQ(vbw_set_param(&described, key, value, error, sizeof(error)), 0) << error;
+	}
+	WorkloadConfig config = described_workload("hot", described, ram);
+	config.booted_guest_bytes = config.booted_guest_zero_bytes =
+		0; // SmallMachine's kernel area is its own
+	auto workload = make_workload(config, *m.user_memory);
+	workload->prepare();
+	workload->start();
+	auto machine = m.machine(*workload);
+	MigrationConfig mc = config_for(Strategy::kZeroDetect, "qemu-7.2");
+	mc.link_bytes_per_second = 1e9 / 8;
+	mc.max_rounds = 6;
+	MigrationResult r = migrate(machine, mc);
+	workload->stop();
+	ASSERT_TRUE(r.verified) << r.error;
+	EXPECT_FALSE(r.converged);
+	EXPECT_EQ(r.rounds, 7u); // six rounds, then the forced stop-and-copy
+	const double link = mc.link_bytes_per_second;
+	EXPECT_GT(r.dirty_bytes_per_second, 3 * link); // 512 MiB/s written
+	EXPECT_LT(r.dirty_bytes_per_second, 5 * link);
+	EXPECT_GT(r.sent_bytes_per_second, 0.8 * link);
+	EXPECT_LE(r.sent_bytes_per_second, 1.01 * link);
+	// Most of the hot set is dirty again at every sync.
+	EXPECT_GT(r.pending_bytes, 48.0 * (1 << 20));
+	// QEMU's threshold: about what the link sends in the 300 ms downtime limit, 36 MiB.
+	EXPECT_GT(r.threshold_bytes, 0.8 * link * 0.3);
+	EXPECT_LT(r.threshold_bytes, r.pending_bytes);
+}
+
 // A guest that hints a page it still uses (a lying guest, or a model that applied a hint
 // it should have ignored) loses that page: the verifier must say so.
 class LyingHinter : public FreePageHintControl

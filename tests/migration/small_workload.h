@@ -13,7 +13,8 @@ namespace vbsim::migration::testing
 inline WorkloadConfig small_workload(WorkloadKind kind, double churn_mib_per_second)
 {
 	WorkloadConfig config;
-	config.kind = kind;
+	config.name = workload_name(kind);
+	config.params = vbw_default_params();
 	config.params.working_set_bytes = 4ull << 20;
 	config.params.live_bytes = 4ull << 20;
 	config.params.arena_bytes = 256ull << 10;
@@ -23,6 +24,7 @@ inline WorkloadConfig small_workload(WorkloadKind kind, double churn_mib_per_sec
 	config.params.cache_bytes = 1ull << 20;
 	config.params.cache_bytes_per_second = 4.0 * (1 << 20);
 	config.params.warmup_ms = 100;
+	vbw_keep_preset_parts(preset_of(kind), &config.params);
 	return config;
 }
 

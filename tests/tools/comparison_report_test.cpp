@@ -73,6 +73,10 @@ TEST(ComparisonReport, JsonHasOneResultPerRowWithTheDocumentedFieldsInOrder)
 						 "rounds",
 						 "bitmap_syncs",
 						 "converged",
+						 "dirty_bytes_per_second",
+						 "pending_bytes",
+						 "threshold_bytes",
+						 "sent_bytes_per_second",
 						 "total_ms",
 						 "downtime_ms",
 						 "fixed_ms",
@@ -172,6 +176,7 @@ migration::MigrationResult paced_run(std::vector<std::pair<uint64_t, double>> ro
 {
 	migration::MigrationResult r;
 	r.verified = true;
+	r.converged = true;
 	r.setup_ms = 1;
 	r.total_ms = 1;
 	for (auto [bytes, cpu] : rounds) {
@@ -255,6 +260,82 @@ TEST(ComparisonReport, HintedAgainstZeroDetectIsPairedRunByRunWithItsCrossover)
 	// Unlimited: 41.5 over 401.5..403.5.
 	EXPECT_NEAR(summary["crossover"][4]["time_ratio"]["median"].get<double>(), 41.5 / 402.5, 1e-12);
 	EXPECT_NEAR(summary["crossover"][4]["time_ratio"]["min"].get<double>(), 41.5 / 403.5, 1e-12);
+}
+
+// A migration that did not converge (the guest dirties faster than the link sends) says so in
+// its cell, with the dirty rate against the rate sent, as QEMU's query-migrate would show
+// them; its total is a lower bound (">"), it has no downtime and no ratio, and its workload
+// no hint+zero-detect summary.
+TEST(ComparisonReport, ARunThatDidNotConvergeSaysSoWithItsDirtyRateAgainstTheRateSent)
+{
+	std::vector<ComparisonRow> rows;
+	for (unsigned run = 0; run < 2; run++) {
+		ComparisonRow base = row("db", "zero-detect", 90000, 368640000, 30123.4);
+		ComparisonRow hinted = row("db", "hint+zero-detect", 80000, 327680000, 29000);
+		for (ComparisonRow* r : {&base, &hinted}) {
+			r->run = run;
+			r->result.converged = false;
+			r->result.rounds = 31;
+			r->result.dirty_bytes_per_second = 200.0 * (1 << 20);
+			r->result.sent_bytes_per_second = 119.0 * (1 << 20);
+			r->result.pending_bytes = 64.0 * (1 << 20);
+			r->result.threshold_bytes = 35.0 * (1 << 20);
+		}
+		rows.push_back(base);
+		rows.push_back(hinted);
+	}
+	ComparisonSetup setup = kSetup;
+	setup.max_rounds = 30;
+	const std::string text = comparison_tables(setup, rows);
+	EXPECT_NE(text.find("yes; 2 of 2 runs did not converge: the guest dirtied 200.0 MiB/s "
+			    "against 119.0 MiB/s "
+			    "sent, 64.0 MiB dirty at the last sync where 300 ms of downtime let "
+			    "35.0 MiB go; "
+			    "stopped after 30 rounds"),
+		  std::string::npos)
+		<< text;
+	EXPECT_NE(text.find(">30123.4"), std::string::npos) << text;
+	EXPECT_NE(text.find("The model stops it after 30 rounds"), std::string::npos) << text;
+	EXPECT_EQ(text.find("hint+zero-detect against zero-detect ("), std::string::npos) << text;
+	const nlohmann::ordered_json json = comparison_json(setup, rows);
+	EXPECT_FALSE(json["results"][0]["converged"].get<bool>());
+	EXPECT_DOUBLE_EQ(json["results"][0]["dirty_bytes_per_second"].get<double>(),
+			 200.0 * (1 << 20));
+	EXPECT_DOUBLE_EQ(json["results"][0]["sent_bytes_per_second"].get<double>(),
+			 119.0 * (1 << 20));
+	EXPECT_EQ(json["setup"]["max_rounds"], 30u);
+	EXPECT_TRUE(json["summary"].empty());
+}
+
+// The hint+zero-detect summary pairs only runs that both converged.
+TEST(ComparisonReport, PairsWithARunThatDidNotConvergeAreLeftOutOfTheSummary)
+{
+	const double gbit = 1e9 / 8;
+	std::vector<ComparisonRow> rows;
+	for (unsigned run = 0; run < 3; run++) {
+		ComparisonRow base{"busy", "zero-detect", run,
+				   paced_run({{125000000, 400.0}}, 10 * gbit)};
+		ComparisonRow hinted{"busy", "hint+zero-detect", run,
+				     paced_run({{125000000, 40}}, 10 * gbit)};
+		base.result.rounds = hinted.result.rounds = 2;
+		if (run == 1) {
+			base.result.converged = false;
+			base.result.rounds = 31;
+		}
+		rows.push_back(base);
+		rows.push_back(hinted);
+	}
+	const std::string text = comparison_tables(kSetup, rows);
+	EXPECT_NE(text.find("did not converge: a guest that keeps"), std::string::npos) << text;
+	// The median zero-detect run converged; its cell still says one of three did not.
+	EXPECT_NE(text.find("yes; 1 of 3 runs did not converge: the guest dirtied"),
+		  std::string::npos)
+		<< text;
+	EXPECT_NE(text.find("hint+zero-detect against zero-detect (2 run(s)"), std::string::npos)
+		<< text;
+	const nlohmann::ordered_json json = comparison_json(kSetup, rows);
+	ASSERT_EQ(json["summary"].size(), 1u);
+	EXPECT_EQ(json["summary"][0]["runs"], 2u);
 }
 
 } // namespace

@@ -20,6 +20,7 @@
 #include "comparison_run.h"
 #include "migration/host_profile.h"
 #include "progress_bar.h"
+#include "workload_file.h"
 
 extern char** environ;
 
@@ -60,7 +61,14 @@ struct CompareArguments {
 	std::string json_path;
 	std::string csv_path;
 	std::string plot_path;
+	// A described workload: a file, then settings over it.
+	std::string workload_file;
+	std::vector<std::string> workload_settings;
+	bool workloads_given = false; // --workload on the command line
+	bool ram_given = false;	      // --ram-mib on the command line
 };
+
+constexpr uint32_t kSmallestGuestMib = 64;
 
 // Opens an output before the runs start, so a bad path costs nothing but the message.
 bool open_output(const std::string& path, std::ofstream& out)
@@ -141,11 +149,52 @@ std::string check_link(const std::string& text)
 	       text + ")";
 }
 
-int run_compare(const CompareArguments& args)
+// The workloads to run: the presets asked for, then the described one. Returns "" or why
+// not (a bad description: nothing runs). A description's ram_mib sets the guest's RAM
+// unless --ram-mib does.
+std::string workloads_to_run(CompareArguments& args,
+			     std::vector<migration::WorkloadConfig>& workloads)
 {
-	std::vector<migration::WorkloadKind> workloads;
-	for (const std::string& name : args.workloads)
-		workloads.push_back(*migration::parse_workload(name)); // the validator checked it
+	const bool described = !args.workload_file.empty() || !args.workload_settings.empty();
+	WorkloadDescription description;
+	if (!args.workload_file.empty())
+		if (std::string error = read_workload_file(args.workload_file, kSmallestGuestMib,
+							   kLargestGuestMib, description);
+		    !error.empty())
+			return error;
+	for (const std::string& setting : args.workload_settings)
+		if (std::string error = apply_workload_setting(setting, description);
+		    !error.empty())
+			return "--workload-set " + error;
+	if (described && description.ram_mib && !args.ram_given)
+		args.ram_mib = *description.ram_mib;
+	const uint64_t ram_bytes = uint64_t{args.ram_mib} << 20;
+	// Described alone, unless --workload asked for presets too.
+	if (!described || args.workloads_given)
+		for (const std::string& name : args.workloads)
+			workloads.push_back(migration::workload_for_ram(
+				*migration::parse_workload(name), ram_bytes));
+	if (described) {
+		if (std::string error = check_workload(description, args.ram_mib); !error.empty())
+			return error;
+		for (const migration::WorkloadConfig& preset : workloads)
+			if (preset.name == description.name)
+				return fmt::format(
+					"workload {}: a described workload needs a name of its own",
+					description.name);
+		workloads.push_back(migration::described_workload(description.name,
+								  description.params, ram_bytes));
+	}
+	return "";
+}
+
+int run_compare(CompareArguments& args)
+{
+	std::vector<migration::WorkloadConfig> workloads;
+	if (std::string error = workloads_to_run(args, workloads); !error.empty()) {
+		fmt::print(stderr, "vballoon-sim compare: {}\n", error);
+		return 2;
+	}
 
 	std::ofstream json_out, csv_out, plot_out;
 	if (!open_output(args.json_path, json_out) || !open_output(args.csv_path, csv_out) ||
@@ -181,6 +230,7 @@ int run_compare(const CompareArguments& args)
 			      config.sender_threads,   config.downtime_limit_ms,
 			      args.untouched,	       args.repeat};
 	setup.max_bandwidth_bytes_per_second = config.max_bandwidth_bytes_per_second;
+	setup.max_rounds = config.max_rounds;
 	// Every strategy runs --repeat times: each table row is a median, and the summary pairs
 	// run i of zero-detect with run i of hint+zero-detect.
 	const size_t runs_per_workload = strategies.size() * args.repeat;
@@ -188,7 +238,7 @@ int run_compare(const CompareArguments& args)
 	{
 		ProgressBar progress(workloads.size() * runs_per_workload,
 				     ProgressBar::stderr_is_terminal());
-		for (migration::WorkloadKind workload : workloads) {
+		for (const migration::WorkloadConfig& workload : workloads) {
 			// Strategies that need the same device share one prepared guest.
 			std::vector<std::vector<migration::Strategy>> groups;
 			for (migration::Strategy strategy : strategies) {
@@ -211,10 +261,10 @@ int run_compare(const CompareArguments& args)
 						if (running)
 							progress.run_finished();
 						running = true;
-						progress.start_run(fmt::format("{} / {} / run {}",
-									       migration::workload_name(workload),
-									       migration::strategy_name(strategy),
-									       run + 1));
+						progress.start_run(fmt::format(
+							"{} / {} / run {}", workload.name,
+							migration::strategy_name(strategy),
+							run + 1));
 					},
 					[&progress](const migration::RoundProgress& round) {
 						progress.round_finished(round);
@@ -285,19 +335,45 @@ void add_compare_command(CLI::App& app, int* exit_status)
 		"against zero-detect (time, host CPU, bytes over --repeat runs) and where "
 		"hints pay: that time ratio at 1, 10, 25, 100 Gbit/s and unlimited (each "
 		"run's measured bytes and CPU per round, paced again at each link).");
-	const std::string ram_help = fmt::format(
-		"Guest RAM in MiB, 64 to {} (256 GiB). Host memory: 0.5-0.8 GiB plus 4.5 MiB per "
-		"guest GiB for fresh and busy; freed holds what it wrote, 0.76 GiB per guest GiB",
-		kLargestGuestMib);
+	const std::string ram_help = fmt::format("Guest RAM in MiB, {} to {} (256 GiB); default "
+						 "8192, or a described workload's ram_mib. "
+						 "Host memory: 0.5-0.8 GiB plus 4.5 MiB per guest "
+						 "GiB for fresh and busy; freed holds "
+						 "what it wrote, 0.76 GiB per guest GiB",
+						 kSmallestGuestMib, kLargestGuestMib);
 	cmd->add_option("--ram-mib", args->ram_mib, ram_help)
-		->check(CLI::Range(64u, kLargestGuestMib))
-		->capture_default_str();
-	cmd->add_option("--workload", args->workloads,
-			"Workloads to run, comma-separated: fresh (mostly untouched RAM), freed "
-			"(most of RAM written and freed), busy (a compile-like loop while migrating)")
+		->check(CLI::Range(kSmallestGuestMib, kLargestGuestMib));
+	cmd->add_option(
+		   "--workload", args->workloads,
+		   "Workloads to run, comma-separated: the presets fresh (mostly untouched RAM), "
+		   "freed "
+		   "(most of RAM written and freed), busy (a compile-like loop while migrating). "
+		   "Default: all three, or only the described one when --workload-file or "
+		   "--workload-set is given")
 		->delimiter(',')
 		->check(CLI::IsMember({"fresh", "freed", "busy"}))
 		->capture_default_str();
+	std::string keys;
+	for (unsigned i = 0; vbw_key(i); i++)
+		keys += fmt::format("{}{}", i ? ", " : "", vbw_key(i));
+	cmd->add_option(
+		   "--workload-file", args->workload_file,
+		   "A workload described in a JSON file, run beside (or, without --workload, "
+		   "instead "
+		   "of) the presets: a flat object of the keys " +
+			   keys +
+			   ", and name, ram_mib, comment (docs/migration-model.md, \"Described "
+			   "workloads\"; tools/vballoon-sim/examples/). Sizes in MiB (arena_kib in "
+			   "KiB), rates in MiB/s; a key not given is 0 (warmup_ms 5000, seed 1, "
+			   "random_frees true). An unknown key or a value out of range is an error "
+			   "and nothing runs")
+		->check(CLI::ExistingFile);
+	cmd->add_option(
+		   "--workload-set", args->workload_settings,
+		   "KEY=VALUE of a described workload, over --workload-file's (or describing one "
+		   "without a file), comma-separated or repeated: e.g. "
+		   "--workload-set hot_mib=256,hot_mib_s=512")
+		->delimiter(',');
 	std::vector<std::string> strategy_choices = strategy_names();
 	strategy_choices.push_back("all");
 	cmd->add_option("--strategy", args->strategies,
@@ -372,7 +448,11 @@ void add_compare_command(CLI::App& app, int* exit_status)
 					       : "the plot's file name must end in .png or .svg";
 			},
 			"FILE.png|FILE.svg");
-	cmd->callback([args, exit_status] { *exit_status = run_compare(*args); });
+	cmd->callback([cmd, args, exit_status] {
+		args->ram_given = cmd->count("--ram-mib") > 0;
+		args->workloads_given = cmd->count("--workload") > 0;
+		*exit_status = run_compare(*args);
+	});
 }
 
 } // namespace vbsim

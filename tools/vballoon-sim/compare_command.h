@@ -2,8 +2,8 @@
 //
 // `vballoon-sim compare`: live migration of one simulated guest under every strategy side
 // by side (none, zero-detect, hint, report and the two combinations), for each workload
-// (fresh, freed, busy), on a fresh machine per run. Prints a table per workload and writes
-// JSON, CSV and a plot on request.
+// (the presets fresh, freed, busy, and one users describe: workload_file.h), on a fresh
+// machine per run. Prints a table per workload and writes JSON, CSV and a plot on request.
 #ifndef VBALLOON_TOOLS_COMPARE_COMMAND_H
 #define VBALLOON_TOOLS_COMPARE_COMMAND_H
 

@@ -27,6 +27,26 @@ std::string human_bytes(uint64_t bytes)
 	return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024);
 }
 
+std::string mib_per_second(double bytes_per_second)
+{
+	return fmt::format("{:.1f} MiB/s", bytes_per_second / (1 << 20));
+}
+
+// Why a run did not converge, as QEMU's query-migrate would show it: the guest's dirty rate
+// against what the migration sent, and what was dirty at the last sync against what QEMU's
+// rule let go (its bandwidth window x the downtime limit).
+std::string not_converged(const migration::MigrationResult& r, double downtime_limit_ms)
+{
+	std::string why = fmt::format(
+		"did not converge: the guest dirtied {} against {} sent, {} dirty at the last sync",
+		mib_per_second(r.dirty_bytes_per_second), mib_per_second(r.sent_bytes_per_second),
+		human_bytes(uint64_t(r.pending_bytes)));
+	if (r.threshold_bytes > 0)
+		why += fmt::format(" where {:.0f} ms of downtime let {} go", downtime_limit_ms,
+				   human_bytes(uint64_t(r.threshold_bytes)));
+	return why + fmt::format("; stopped after {} rounds", r.rounds > 0 ? r.rounds - 1 : 0);
+}
+
 std::string link_name(double link_bytes_per_second)
 {
 	if (link_bytes_per_second == migration::kUnlimitedLink)
@@ -111,7 +131,10 @@ PairedRatios paired_ratios(const ComparisonSetup& setup, const std::vector<Compa
 	for (size_t i = 0; i < std::min(hinted.size(), base.size()); i++) {
 		const migration::MigrationResult& h = hinted[i]->result;
 		const migration::MigrationResult& b = base[i]->result;
-		if (b.total_ms <= 0 || b.host_cpu_ms <= 0 || b.bytes_sent == 0)
+		// A run that did not converge has no time to compare (QEMU would still be
+		// iterating): its pair is left out.
+		if (b.total_ms <= 0 || b.host_cpu_ms <= 0 || b.bytes_sent == 0 || !h.converged ||
+		    !b.converged)
 			continue;
 		out.time.push_back(h.total_ms / b.total_ms);
 		out.host_cpu.push_back(h.host_cpu_ms / b.host_cpu_ms);
@@ -194,17 +217,60 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 						   "-", "-", "-", "-", r.error);
 				continue;
 			}
-			std::string verdict = r.converged ? "yes" : "yes (did not converge)";
+			// One that did not converge has no end: its total is where the model stopped
+			// it, and QEMU would not have stopped the VM.
+			const bool ended = r.converged && baseline && baseline->converged;
+			// The cell is the median run, but says so when any of its runs did not
+			// converge (with that run's figures when the median converged).
+			const std::vector<const ComparisonRow*> runs =
+				runs_of(rows, workload, strategy);
+			const migration::MigrationResult* stuck = r.converged ? nullptr : &r;
+			unsigned stuck_runs = 0;
+			for (const ComparisonRow* run : runs)
+				if (!run->result.converged) {
+					stuck_runs++;
+					if (!stuck)
+						stuck = &run->result;
+				}
+			std::string verdict = "yes";
+			if (stuck)
+				verdict += fmt::format(
+					"; {}{}",
+					runs.size() > 1 ? fmt::format("{} of {} runs ", stuck_runs,
+								      runs.size())
+							: std::string(),
+					not_converged(*stuck, setup.downtime_limit_ms));
 			out += fmt::format(
-				"{:<19} {:>10} {:>10} {:>11} {:>8} {:>9.1f} {:>9.1f} {:>7.1f} {:>9.1f} {:>6} "
-				"{:>9.1f} {:>8} {:>9.1f} {:>7.1f}  {}\n",
-				row->strategy, r.pages_sent, r.zero_pages, human_bytes(r.bytes_sent),
+				"{:<19} {:>10} {:>10} {:>11} {:>8} {:>9.1f} {:>9.1f} {:>7.1f} "
+				"{:>9.1f} {:>6} "
+				"{:>9} {:>8} {:>9} {:>7.1f}  {}\n",
+				row->strategy, r.pages_sent, r.zero_pages,
+				human_bytes(r.bytes_sent),
 				ratio(static_cast<double>(r.bytes_sent), baseline,
 				      baseline ? static_cast<double>(baseline->bytes_sent) : 0),
-				r.host_cpu_ms, r.zero_scan_cpu_ms, r.hint_cpu_ms, r.guest_cpu_ms, r.rounds,
-				r.total_ms, ratio(r.total_ms, baseline, baseline ? baseline->total_ms : 0),
-				r.downtime_ms, fixed_ms(r), verdict);
+				r.host_cpu_ms, r.zero_scan_cpu_ms, r.hint_cpu_ms, r.guest_cpu_ms,
+				r.rounds,
+				fmt::format("{}{:.1f}", r.converged ? "" : ">", r.total_ms),
+				ended ? ratio(r.total_ms, baseline, baseline->total_ms) : "-",
+				r.converged ? fmt::format("{:.1f}", r.downtime_ms) : "-",
+				fixed_ms(r), verdict);
 		}
+		bool all_converged = true;
+		for (const ComparisonRow& row : rows)
+			if (row.workload == workload && row.result.verified &&
+			    !row.result.converged)
+				all_converged = false;
+		if (!all_converged)
+			out += fmt::format("did not converge: a guest that keeps more dirty at "
+					   "each sync than the downtime limit "
+					   "lets the link send never does; QEMU goes on iterating "
+					   "(or throttles the guest, "
+					   "auto-converge). The model stops it after {} rounds and "
+					   "verifies what it sent; "
+					   "total ms (\">\") is the time until then, no downtime "
+					   "and no ratio are shown, and such runs are left out of "
+					   "the pairs below.\n",
+					   setup.max_rounds);
 		const PairedRatios pairs = paired_ratios(setup, rows, workload);
 		if (pairs.time.empty())
 			continue;
@@ -248,6 +314,10 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				   {"rounds", r.rounds},
 				   {"bitmap_syncs", r.bitmap_syncs},
 				   {"converged", r.converged},
+				   {"dirty_bytes_per_second", r.dirty_bytes_per_second},
+				   {"pending_bytes", r.pending_bytes},
+				   {"threshold_bytes", r.threshold_bytes},
+				   {"sent_bytes_per_second", r.sent_bytes_per_second},
 				   {"total_ms", r.total_ms},
 				   {"downtime_ms", r.downtime_ms},
 				   {"fixed_ms", fixed_ms(r)},
@@ -290,7 +360,8 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 		  {"sender_threads", setup.sender_threads},
 		  {"downtime_limit_ms", setup.downtime_limit_ms},
 		  {"untouched", setup.untouched},
-		  {"repeat", setup.repeat}}},
+		  {"repeat", setup.repeat},
+		  {"max_rounds", setup.max_rounds}}},
 		{"results", results},
 		{"summary", summary}};
 }

@@ -39,17 +39,24 @@ struct ComparisonSetup {
 	unsigned repeat = 1;
 	// While the guest runs (QEMU's max-bandwidth); migration::kUnlimitedLink: none.
 	double max_bandwidth_bytes_per_second = migration::kUnlimitedLink;
+	// MigrationConfig::max_rounds: where a migration that does not converge is stopped.
+	unsigned max_rounds = migration::MigrationConfig{}.max_rounds;
 };
 
 // One table per workload, rows in the order given; then each workload's hint+zero-detect
-// against zero-detect and its crossover line, where both ran.
+// against zero-detect and its crossover line, over the pairs that both converged. A run that did
+// not converge says so in its row, with the guest's dirty rate against the rate sent; its
+// total is the time until the model stopped it (">"), and it has no downtime: QEMU would
+// still be iterating.
 std::string comparison_tables(const ComparisonSetup& setup, const std::vector<ComparisonRow>& rows);
 // {"setup": {...}, "results": [{"workload", "strategy", "run", "bytes_sent", "pages_sent",
 // "zero_pages", "host_cpu_ms", "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms",
-// "receiver_cpu_ms", "reader_copy_ms", "rounds", "bitmap_syncs", "converged", "total_ms",
+// "receiver_cpu_ms", "reader_copy_ms", "rounds", "bitmap_syncs", "converged",
+// "dirty_bytes_per_second", "pending_bytes", "threshold_bytes", "sent_bytes_per_second", "total_ms",
 // "downtime_ms", "fixed_ms", "first_hint_ms", "verified"}, ...], "summary": [{"workload", "runs", "time_ratio",
-// "host_cpu_ratio", "bytes_ratio", "crossover": [{"link_gbit", "time_ratio"}]}]}; a ratio
-// is {"median", "min", "max"}; an unlimited link is null.
+// "host_cpu_ratio", "bytes_ratio", "crossover": [{"link_gbit", "time_ratio"}]}]} (over the
+// pairs whose runs both converged; none: no summary); a ratio is {"median", "min", "max"};
+// an unlimited link is null.
 nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				       const std::vector<ComparisonRow>& rows);
 // The results' main fields, a header line and one line per row.

@@ -33,7 +33,7 @@ migration::WorkloadConfig workload_for(migration::WorkloadKind kind, uint64_t ra
 }
 
 std::vector<ComparisonRow>
-run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
+run_migrations(uint64_t ram_bytes, const migration::WorkloadConfig& workload,
 	       const std::vector<migration::Strategy>& strategies,
 	       const migration::MigrationConfig& base_config, unsigned runs_per_strategy,
 	       const std::function<void(migration::Strategy, unsigned)>& starting_run,
@@ -45,7 +45,7 @@ run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
 		return rows;
 	auto row_for = [&](migration::Strategy strategy, unsigned run) {
 		ComparisonRow row;
-		row.workload = migration::workload_name(workload);
+		row.workload = workload.name;
 		row.strategy = migration::strategy_name(strategy);
 		row.run = run;
 		row.result.strategy = strategy;
@@ -79,6 +79,11 @@ run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
 			builder.free_page_hinting();
 		if (reporting)
 			builder.page_reporting().hold_reporting();
+		// The guest kernel's init_on_free (freed pages zeroed, as the balloon's deflated
+		// ones) and init_on_alloc (user memory handed out zeroed).
+		if (workload.params.init_on_free)
+			builder.guest_zeroes_pages(false);
+		builder.config().guest.zero_on_alloc = workload.params.init_on_alloc != 0;
 		std::unique_ptr<SimMachine> machine = builder.build();
 		if (std::string refused = machine->boot(); !refused.empty())
 			return fail_rest("the driver could not bind: " + refused);
@@ -87,7 +92,7 @@ run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
 		// the OOM notifier), as their page faults would.
 		std::unique_ptr<migration::GuestUserMemory> user =
 			migration::make_sim_guest_user_memory(machine->memory, machine->guest);
-		migration::WorkloadConfig workload_config = workload_for(workload, ram_bytes);
+		migration::WorkloadConfig workload_config = workload;
 		workload_config.shuffle_free_list = shuffle_free_list;
 		workload_config.pre_5_10_free_order = pre_5_10_free_order;
 		std::unique_ptr<migration::Workload> load = migration::make_workload(workload_config, *user);

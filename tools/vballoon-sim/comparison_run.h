@@ -23,13 +23,15 @@ namespace vbsim
 migration::WorkloadConfig workload_for(migration::WorkloadKind kind, uint64_t ram_bytes);
 
 // Migrations of one prepared machine (the guest after a migration is the guest before it):
-// `runs_per_strategy` runs of each strategy, the strategies taking turns, one row each. The
-// strategies must need the same device features (hinting, reporting). Never throws for a
-// failed run: its row has verified = false and error set. `starting_run` (optional) is told
-// each run before it starts. `shuffle_free_list`: the guest's free lists are shuffled before
-// the workload prepares (WorkloadConfig::shuffle_free_list).
+// `runs_per_strategy` runs of each strategy, the strategies taking turns, one row each (named
+// workload.name). The strategies must need the same device features (hinting, reporting).
+// The guest zeroes pages it frees or hands out as the description's init_on_free and
+// init_on_alloc say. Never throws for a failed run: its row has verified = false and error
+// set. `starting_run` (optional) is told each run before it starts.
+// `shuffle_free_list`: the guest's free lists are shuffled before the workload prepares
+// (WorkloadConfig::shuffle_free_list).
 std::vector<ComparisonRow>
-run_migrations(uint64_t ram_bytes, migration::WorkloadKind workload,
+run_migrations(uint64_t ram_bytes, const migration::WorkloadConfig& workload,
 	       const std::vector<migration::Strategy>& strategies,
 	       const migration::MigrationConfig& base_config, unsigned runs_per_strategy,
 	       const std::function<void(migration::Strategy, unsigned)>& starting_run,
