@@ -203,8 +203,8 @@ public:
 		if (!rules::reclaim_starts_with_a_probe())
 			return reclaim_quantum(ram_pages);
 		uint64_t allowance = reclaim_probe(ram_pages);
-		for (uint32_t i = 0; i < reclaim_doublings_ && allowance < reclaim_quantum(ram_pages);
-		     i++)
+		for (uint32_t i = 0;
+		     i < reclaim_doublings_ && allowance < reclaim_quantum(ram_pages); i++)
 			allowance <<= 1;
 		return min(allowance, reclaim_quantum(ram_pages));
 	}
@@ -305,7 +305,8 @@ public:
 		    rules::undoes_its_own_reclaim()) {
 			// The balloon's own eviction reached the working set: this is the knee.
 			knee_available_pages_ = max(knee_available_pages_, now.available_pages);
-			const uint64_t undo = min(reclaim_streak_pages_, reclaim_quantum(in.ram_pages));
+			const uint64_t undo =
+				min(reclaim_streak_pages_, reclaim_quantum(in.ram_pages));
 			reclaim_streak_pages_ = 0; // undone once
 			hold_ticks_left_ = kHoldCalmTicks;
 			inflate_held_ = true;
