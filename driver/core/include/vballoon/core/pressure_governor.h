@@ -33,7 +33,7 @@
 //   - reclaim (Reclaim::kLight, which evicts page cache) only while calm, at most the
 //     reclaim allowance per tick, so the refaults it may cause show up at the next tick
 //     before more is evicted. The allowance starts at a probe (RAM/1024: 1 MiB on a 1 GiB
-//     guest, 4 MiB on 4 GiB) and doubles after every kCalmTicksToGrow calm ticks that
+//     guest, 4 MiB on 4 GiB) and doubles after every kTicksForAnEvictionToShow calm ticks that
 //     followed a reclaim, up to the reclaim quantum (RAM/64); a tick that is not calm sets
 //     it back to the probe. Two ticks, because an evicted page comes back only when the
 //     workload next touches it: the first tick sees part of the damage. Why a probe: the
@@ -119,7 +119,7 @@ public:
 	static constexpr unsigned kRefaultThresholdShift = 12; // T = RAM >> 12 per second
 	static constexpr unsigned kReclaimQuantumShift = 6;    // RAM/64 per tick at most
 	static constexpr unsigned kReclaimProbeShift = 10;     // RAM/1024: the first reclaim
-	static constexpr uint32_t kCalmTicksToGrow = 2;
+	static constexpr uint32_t kTicksForAnEvictionToShow = 2;
 	static constexpr unsigned kGiveBackQuantumShift = 6;   // RAM/64 per give-back
 	static constexpr unsigned kMarginShift = 5;	       // RAM/32 above the knee
 	static constexpr unsigned kMaxPaceShift = 6;
@@ -197,16 +197,14 @@ public:
 		return max<uint64_t>(ram_pages >> kReclaimProbeShift, 1);
 	}
 	// How much the inflate may reclaim per tick now: the probe, doubled per
-	// kCalmTicksToGrow calm ticks after a reclaim, at most the quantum.
+	// kTicksForAnEvictionToShow calm ticks after a reclaim, at most the quantum.
 	uint64_t reclaim_allowance(uint64_t ram_pages) const
 	{
 		if (!rules::reclaim_starts_with_a_probe())
 			return reclaim_quantum(ram_pages);
-		uint64_t allowance = reclaim_probe(ram_pages);
-		for (uint32_t i = 0;
-		     i < reclaim_doublings_ && allowance < reclaim_quantum(ram_pages); i++)
-			allowance <<= 1;
-		return min(allowance, reclaim_quantum(ram_pages));
+		// At most kReclaimProbeShift - kReclaimQuantumShift doublings: no overflow.
+		return min(reclaim_probe(ram_pages) << reclaim_doublings_,
+			   reclaim_quantum(ram_pages));
 	}
 	uint64_t give_back_quantum(uint64_t ram_pages) const
 	{
@@ -364,8 +362,6 @@ public:
 		return decision;
 	}
 
-	uint32_t reclaim_doublings() const { return reclaim_doublings_; }
-
 	static uint64_t min_resume_pages(uint64_t ram_pages)
 	{
 		return max<uint64_t>(ram_pages >> 10, 1);
@@ -383,7 +379,7 @@ private:
 		}
 		if (!reclaimed_now)
 			return;
-		if (++calm_reclaim_ticks_ >= kCalmTicksToGrow) {
+		if (++calm_reclaim_ticks_ >= kTicksForAnEvictionToShow) {
 			calm_reclaim_ticks_ = 0;
 			if (reclaim_doublings_ < kReclaimProbeShift - kReclaimQuantumShift)
 				reclaim_doublings_++;
@@ -399,7 +395,7 @@ private:
 		if (reclaimed_now) {
 			reclaim_streak_pages_ += reclaimed_now;
 			ticks_since_reclaim_ = 0;
-		} else if (++ticks_since_reclaim_ >= kCalmTicksToGrow) {
+		} else if (++ticks_since_reclaim_ >= kTicksForAnEvictionToShow) {
 			reclaim_streak_pages_ = 0;
 		}
 	}
