@@ -20,6 +20,7 @@ bool PressureModel::start(const WorkloadOptions& options)
 	const uint64_t ids = options.file_pages + options.cold_cache_pages;
 	pfn_of_.assign(ids, kNotResident);
 	lru_pos_.assign(ids, lru_.end());
+	referenced_.assign(ids, false);
 	for (uint64_t i = 0; i < options.anon_pages; i++) {
 		auto pfn = allocator_.allocate(0);
 		if (!pfn)
@@ -48,8 +49,18 @@ uint64_t PressureModel::reclaim_pass_locked()
 {
 	alloc_stalls_++;
 	uint64_t evicted = 0;
-	while (evicted < kReclaimBatch && !lru_.empty()) {
+	uint64_t scanned = 0;
+	// Every page once, and the batch again: a whole LRU of referenced pages is cleared in
+	// one sweep and then evicted from.
+	const uint64_t scan_limit = lru_.size() + kReclaimBatch;
+	while (evicted < kReclaimBatch && !lru_.empty() && scanned < scan_limit) {
 		const uint32_t id = lru_.back();
+		scanned++;
+		if (referenced_[id]) {
+			referenced_[id] = false;
+			lru_.splice(lru_.begin(), lru_, lru_pos_[id]);
+			continue;
+		}
 		lru_.pop_back();
 		lru_pos_[id] = lru_.end();
 		allocator_.free_run(pfn_of_[id], 1);
@@ -58,7 +69,8 @@ uint64_t PressureModel::reclaim_pass_locked()
 			resident_file_--;
 		evicted++;
 	}
-	direct_scans_ += evicted;
+	direct_scans_ += scanned;
+	reclaim_stolen_ += evicted;
 	return evicted;
 }
 
@@ -70,6 +82,7 @@ bool PressureModel::allocate_cache_page_locked(uint32_t id, bool workload)
 				if (allocated_)
 					allocated_(*pfn);
 				pfn_of_[id] = *pfn;
+				referenced_[id] = workload; // read back because it was touched
 				lru_.push_front(id);
 				lru_pos_[id] = lru_.begin();
 				if (id < options_.file_pages)
@@ -99,6 +112,7 @@ WorkloadTick PressureModel::tick()
 	for (uint32_t id = 0; id < options_.file_pages; id++) {
 		if (pfn_of_[id] != kNotResident) {
 			lru_.splice(lru_.begin(), lru_, lru_pos_[id]);
+			referenced_[id] = true;
 			continue;
 		}
 		refaults_++;
@@ -130,6 +144,9 @@ void PressureModel::sample(vb::PressureSample* sample)
 	sample->now_ms = now_ms_;
 	sample->alloc_stalls = alloc_stalls_;
 	sample->direct_scans = direct_scans_;
+	// Only direct reclaim here: the model has no kswapd.
+	sample->reclaim_scanned = direct_scans_;
+	sample->reclaim_stolen = reclaim_stolen_;
 	sample->refaults = refaults_;
 	sample->major_faults = major_faults_;
 	sample->oom_kills = oom_kills_;

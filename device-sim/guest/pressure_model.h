@@ -6,10 +6,13 @@
 // - Anonymous pages: allocated once, never evicted (no swap).
 // - Page cache: file pages allocated from the buddy allocator on one LRU list. The cold
 //   cache (read once at boot) is oldest; the workload's file pages move to the head each
-//   time it touches them.
+//   time it touches them, and are marked referenced (the accessed bit of a mapped page).
 // - Reclaim: an allocation that finds free memory at the min watermark runs one direct
 //   reclaim pass (an allocation stall) that evicts up to 32 pages from the LRU's tail
-//   (Linux's SWAP_CLUSTER_MAX), cold first. The balloon's Reclaim::kLight allocation runs
+//   (Linux's SWAP_CLUSTER_MAX), cold first. A referenced page at the tail is scanned and
+//   kept: its mark is cleared and it goes back to the head (Linux activates a referenced
+//   mapped page). So reclaim of cold cache frees what it scans, and reclaim that has only
+//   the working set left scans all of it to free 32 (pgscan against pgsteal). The balloon's Reclaim::kLight allocation runs
 //   one pass and gives up (__GFP_NORETRY); the workload's own allocation tries until
 //   nothing is left to evict, then runs the OOM notifier.
 // - Each simulated second (tick()) the workload touches its whole working set. A file page
@@ -95,11 +98,13 @@ private:
 	mutable std::mutex mutex_;
 	std::list<uint32_t> lru_; // page cache ids, most recently used first
 	std::vector<std::list<uint32_t>::iterator> lru_pos_;
+	std::vector<bool> referenced_; // by id: touched since reclaim last scanned it
 	std::vector<uint64_t> pfn_of_; // by id: working set file pages first, then cold cache
 	std::vector<uint64_t> anon_;
 	uint64_t now_ms_ = 0;
 	uint64_t alloc_stalls_ = 0;
 	uint64_t direct_scans_ = 0;
+	uint64_t reclaim_stolen_ = 0;
 	uint64_t refaults_ = 0;
 	uint64_t major_faults_ = 0;
 	uint64_t oom_kills_ = 0;

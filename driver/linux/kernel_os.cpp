@@ -136,6 +136,7 @@ static_assert(vb::kPageRunWholeBlock == VB_OS_PAGE_RUN_WHOLE_BLOCK);
 #define VB_SAME_FIELD(c, cxx, f) (__builtin_offsetof(c, f) == __builtin_offsetof(cxx, f))
 static_assert(sizeof(vballoon_pressure_sample) == sizeof(vb::PressureSample) &&
 	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, now_ms) &&
+	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, reclaim_stolen) &&
 	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, oom_kills) &&
 	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, stall_us) &&
 	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, has_stall_time) &&

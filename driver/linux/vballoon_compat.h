@@ -339,6 +339,22 @@ static inline int vb_virtio_find_vqs(struct virtio_device *vdev, unsigned int nv
 #define VB_WQ_PERCPU 0
 #endif
 
+/* ---- Reclaim counters ----------------------------------------------------------------- */
+
+/*
+ * 7.x (seen in 7.3.4): the reclaim counters (pgscan_*, pgsteal_*) moved from the vm events
+ * (enum vm_event_item, all_vm_events()) to the node counters (enum node_stat_item, read
+ * with global_node_page_state()), so that memory cgroups keep them per node. /proc/vmstat
+ * keeps their names. Both are enums, so Kbuild probes mmzone.h for them
+ * (VB_HAVE_NODE_RECLAIM_COUNTS). Indexing the events with the node item would compile and
+ * read another counter.
+ */
+#ifdef VB_HAVE_NODE_RECLAIM_COUNTS
+#define vb_reclaim_count(events, item) global_node_page_state(item)
+#else
+#define vb_reclaim_count(events, item) ((events)[item])
+#endif
+
 /* ---- Kernel configuration ------------------------------------------------------------- */
 
 /*

@@ -607,7 +607,11 @@ void vb_os_pressure_sample(struct vballoon_pressure_sample *sample)
 		all_vm_events(events);
 		for (zid = 0; zid < MAX_NR_ZONES; zid++)
 			sample->alloc_stalls += events[ALLOCSTALL_NORMAL - ZONE_NORMAL + zid];
-		sample->direct_scans = events[PGSCAN_DIRECT];
+		sample->direct_scans = vb_reclaim_count(events, PGSCAN_DIRECT);
+		sample->reclaim_scanned = vb_reclaim_count(events, PGSCAN_KSWAPD) +
+					  vb_reclaim_count(events, PGSCAN_DIRECT);
+		sample->reclaim_stolen = vb_reclaim_count(events, PGSTEAL_KSWAPD) +
+					 vb_reclaim_count(events, PGSTEAL_DIRECT);
 		sample->major_faults = events[PGMAJFAULT];
 		sample->oom_kills = events[OOM_KILL];
 	}
@@ -654,10 +658,12 @@ uint32_t vb_os_memory_stats(struct vballoon_dev *vb, uint64_t *values)
 			stalls += events[ALLOCSTALL_NORMAL - ZONE_NORMAL + zid];
 		values[VB_S_OOM_KILL] = events[OOM_KILL];
 		values[VB_S_ALLOC_STALL] = stalls;
-		values[VB_S_ASYNC_SCAN] = pages_to_bytes(events[PGSCAN_KSWAPD]);
-		values[VB_S_DIRECT_SCAN] = pages_to_bytes(events[PGSCAN_DIRECT]);
-		values[VB_S_ASYNC_RECLAIM] = pages_to_bytes(events[PGSTEAL_KSWAPD]);
-		values[VB_S_DIRECT_RECLAIM] = pages_to_bytes(events[PGSTEAL_DIRECT]);
+		values[VB_S_ASYNC_SCAN] = pages_to_bytes(vb_reclaim_count(events, PGSCAN_KSWAPD));
+		values[VB_S_DIRECT_SCAN] = pages_to_bytes(vb_reclaim_count(events, PGSCAN_DIRECT));
+		values[VB_S_ASYNC_RECLAIM] =
+			pages_to_bytes(vb_reclaim_count(events, PGSTEAL_KSWAPD));
+		values[VB_S_DIRECT_RECLAIM] =
+			pages_to_bytes(vb_reclaim_count(events, PGSTEAL_DIRECT));
 		mask |= BIT(VB_S_OOM_KILL) | BIT(VB_S_ALLOC_STALL) | BIT(VB_S_ASYNC_SCAN) |
 			BIT(VB_S_DIRECT_SCAN) | BIT(VB_S_ASYNC_RECLAIM) | BIT(VB_S_DIRECT_RECLAIM);
 	}

@@ -59,6 +59,8 @@ struct vballoon_pressure_sample {
 	uint64_t now_ms;
 	uint64_t alloc_stalls;
 	uint64_t direct_scans;
+	uint64_t reclaim_scanned;
+	uint64_t reclaim_stolen;
 	uint64_t refaults;
 	uint64_t major_faults;
 	uint64_t oom_kills;

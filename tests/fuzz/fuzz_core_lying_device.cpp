@@ -242,6 +242,9 @@ private:
 		p.free_pages = in_.u32() % (managed + 1);
 		p.available_pages = p.free_pages + (how & 128 ? in_.u64() : in_.u16());
 		os_.kept_free_pages = in_.u16();
+		// Read last, so the inputs kept from before these counters mean what they meant.
+		p.reclaim_scanned += uint64_t{in_.u16()} << (in_.u8() % 16);
+		p.reclaim_stolen += in_.u16();
 	}
 
 	void pressure_tick()

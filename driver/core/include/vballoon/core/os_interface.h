@@ -96,6 +96,11 @@ struct PressureSample {
 	uint64_t now_ms;       // a monotonic clock
 	uint64_t alloc_stalls; // allocations that had to reclaim directly (Linux's allocstall_*)
 	uint64_t direct_scans; // pages scanned by direct reclaim (pgscan_direct)
+	// All page reclaim, by kswapd and direct: pages looked at (pgscan_*) and pages it freed
+	// (pgsteal_*). Scanning many to free few means the pages were in use (referenced):
+	// the cache left is working set (Linux's vmpressure reads the same ratio).
+	uint64_t reclaim_scanned;
+	uint64_t reclaim_stolen;
 	uint64_t refaults;     // evicted pages faulted back in (workingset_refault_anon + _file)
 	uint64_t major_faults; // faults that waited for I/O (pgmajfault)
 	uint64_t oom_kills;    // processes the OOM killer killed (oom_kill)
