@@ -4,6 +4,8 @@
 // and hold, fed PressureSamples by hand. No balloon, no OS.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "vballoon/core/pressure_governor.h"
 
 namespace
@@ -216,6 +218,54 @@ TEST(PressureGovernor, PressureRightAfterItsOwnReclaimIsUndoneAtOnceAndMarksTheK
 	no_doo.guest.in.sample.refaults += 4 * kMiB;
 	EXPECT_EQ(no_doo.tick().give_back_pages, 0u);
 	EXPECT_TRUE(no_doo.governor.holding());
+}
+
+TEST(PressureGovernor, ReclaimThatScansMuchAndFreesLittleStopsTheReclaimBeforeAnyRefault)
+{
+	// Cold cache: reclaim frees what it scans, however much it scans. The guest stays calm
+	// and the allowance keeps growing.
+	Governed cold;
+	cold.guest.in.sample.free_pages = 20 * kMiB;
+	for (int i = 0; i < 4; i++) {
+		cold.governor.note_inflated(0, cold.governor.plan(cold.guest.in).max_pages);
+		cold.guest.in.sample.reclaim_scanned += 64 * kMiB;
+		cold.guest.in.sample.reclaim_stolen += 60 * kMiB;
+		EXPECT_EQ(cold.tick().give_back_pages, 0u);
+		EXPECT_EQ(cold.governor.level(), PressureLevel::kCalm) << "tick " << i;
+	}
+	EXPECT_EQ(cold.governor.plan(cold.guest.in).max_pages, 4 * kMiB);
+
+	// Only the working set left: the probe's reclaim scans 1 GiB/s to free 2 MiB. No
+	// refault yet, but the streak is undone at once and the knee learned there.
+	Governed hot;
+	hot.guest.in.balloon_pages = 300 * kMiB;
+	hot.guest.in.sample.free_pages = 20 * kMiB;
+	hot.governor.note_inflated(0, hot.governor.plan(hot.guest.in).max_pages); // 1 MiB
+	hot.tick();
+	hot.governor.note_inflated(0, hot.governor.plan(hot.guest.in).max_pages); // 1 MiB
+	hot.guest.in.sample.available_pages = 450 * kMiB;
+	hot.guest.in.sample.reclaim_scanned += 1024 * kMiB;
+	hot.guest.in.sample.reclaim_stolen += 2 * kMiB;
+	const TickDecision undo = hot.tick();
+	EXPECT_EQ(hot.governor.level(), PressureLevel::kTight);
+	EXPECT_EQ(undo.give_back_pages, 2 * kMiB);
+	EXPECT_EQ(hot.governor.knee_available_pages(), 450 * kMiB);
+	EXPECT_EQ(hot.governor.plan(hot.guest.in).max_pages, 0u);
+
+	// The ratio's edge: one page freed in eight scanned is still cold cache; fewer is not.
+	// And scanning below T per second is too little to judge.
+	for (const auto& [scanned, freed, level] :
+	     {std::tuple{64 * kMiB, 8 * kMiB, PressureLevel::kCalm},
+	      std::tuple{64 * kMiB, 8 * kMiB - 1, PressureLevel::kTight},
+	      std::tuple{PressureGovernor::refault_threshold(kRam) - 1, uint64_t{0},
+			 PressureLevel::kCalm}}) {
+		Governed g;
+		g.guest.in.sample.reclaim_scanned += scanned;
+		g.guest.in.sample.reclaim_stolen += freed;
+		g.tick();
+		EXPECT_EQ(g.governor.level(), level)
+			<< scanned << " scanned, " << freed << " freed";
+	}
 }
 
 TEST(PressureGovernor, ABalloonThatCannotGiveBackNeverReclaims)

@@ -80,12 +80,20 @@ VB_RULE bool undoes_its_own_reclaim()
 	return !VB_MUTANT(PRS15_OWN_RECLAIM_KEPT);
 }
 
+// BAL-DRV-PRS-16: reclaim that scans many pages to free few (the pages were in use) is
+// pressure: the cache left is working set.
+VB_RULE bool reclaim_of_used_pages_is_pressure()
+{
+	return !VB_MUTANT(PRS16_SCAN_STORM_IGNORED);
+}
+
 #ifndef VB_MUTANTS
 static_assert(inflate_stops_at_floor() && reclaims_only_when_calm() &&
 		      !gives_back_only_with_deflate_on_oom(false) && holds_after_pressure() &&
 		      floor_learned_from_refaults() && paces_when_tight() &&
 		      new_target_ends_hold() && governed_inflate_takes_free_pages_first() &&
-		      reclaim_starts_with_a_probe() && undoes_its_own_reclaim(),
+		      reclaim_starts_with_a_probe() && undoes_its_own_reclaim() &&
+		      reclaim_of_used_pages_is_pressure(),
 	      "outside the mutant build every rule holds, at compile time");
 #endif
 
