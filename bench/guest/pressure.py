@@ -13,13 +13,18 @@ read-only, cache=none by default, so what the guest evicts comes back from the d
      random, --read-kib per operation, through the mapping: a miss is a major fault) and
      rewrites --anon-mib of anonymous memory; its sampler writes one line a second to the
      guest's ttyS2 (ops, pgmajfault, allocstall_*, workingset_refault_*, oom_kill, PSI
-     memory some/full totals), which QEMU writes to a file on the host;
+     memory some/full totals, free memory, the file LRU's active/inactive split, pages
+     scanned by kswapd and by direct reclaim, the guest's huge pages), which QEMU writes to a
+     file on the host;
   4. --baseline-s seconds at the full size, then the QMP `balloon` target steps through
      --schedule (guest sizes in MiB; default 3072 ... 512 and back up), --step-s each; every
-     second the host records query-balloon's `actual` and QEMU's VmRSS.
+     second the host records query-balloon's `actual`, QEMU's VmRSS, how much of it host
+     huge pages map (AnonHugePages), QEMU's CPU time and the machine's steal time.
 
 Variants, interleaved (run order: each variant once per round, --runs rounds), --jobs guests
-at once (at most 2 on this machine: one host thread each under TCG):
+at once (at most 2 on this machine: one host thread each under TCG); with --pin each guest's
+QEMU runs on a host CPU of its own, so that a thrashing neighbour (its disk reads, its I/O
+threads) does not take CPU time from a guest that is not thrashing:
   in-tree            Linux's virtio_balloon;
   vballoon           our module, pressure governor off;
   vballoon-governor  our module, pressure governor on.
@@ -39,7 +44,7 @@ RSS against time, one line per run, one colour per variant (--plot, PNG).
 
   VBALLOON_KDIR=$KDIR_6_1 VBALLOON_KO=build-kmod/61/vballoon.ko \\
   VBALLOON_GUEST_WORK=$PWD/tests/guest/.work-pressure \\
-      nice -n 10 /usr/bin/python3 bench/guest/pressure.py --variants in-tree,vballoon --runs 3 --jobs 2
+      nice -n 10 /usr/bin/python3 bench/guest/pressure.py --variants in-tree,vballoon --runs 3 --jobs 2 --pin
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ import hashlib
 import json
 import os
 import platform
+import queue
 import re
 import statistics
 import subprocess
@@ -151,6 +157,36 @@ def qemu_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def qemu_anon_huge_bytes(pid: int) -> int:
+    """QEMU's anonymous memory mapped by host huge pages (THP). Guest RAM is madvised
+    MADV_HUGEPAGE; a 4 KiB discard inside a 2 MiB huge page splits it, and under TCG the guest
+    then runs on 4 KiB host pages there (more host TLB misses for the same guest work)."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def host_steal_s() -> float:
+    """CPU time the machine's own hypervisor gave to others while this host wanted it (steal,
+    all CPUs): a cloud machine's noisy neighbours slow a TCG guest with QEMU at 100%."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+
+
+def pin_process(pid: int, cpu: int) -> None:
+    """Every thread of QEMU (vCPU, main loop, I/O workers; later ones inherit it) on one host
+    CPU, so that a neighbour guest's thrashing (its disk reads, its QEMU threads) does not
+    take this guest's CPU time during its own steps."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+        except ProcessLookupError:
+            pass
+
+
 def parse_line(line: str) -> dict | None:
     m = LINE_RE.search(line)
     if not m:
@@ -191,8 +227,10 @@ class SerialTail:
 
 
 def run_once(img: guest_image.GuestImage, variant: str, cfg: Config, name: str,
-             log_dir: str, disk: str, ko_params: set[str], progress=print) -> dict:
-    """One guest, one variant, the whole schedule. Returns the run's raw record."""
+             log_dir: str, disk: str, ko_params: set[str], progress=print,
+             cpu: int | None = None) -> dict:
+    """One guest, one variant, the whole schedule, on host CPU `cpu` alone if given. Returns
+    the run's raw record."""
     drv = variant_driver(img, variant, ko_params)
     os.makedirs(log_dir, exist_ok=True)
     serial = os.path.join(log_dir, f"{name}.{SERIAL_FILE}")
@@ -210,6 +248,9 @@ def run_once(img: guest_image.GuestImage, variant: str, cfg: Config, name: str,
                  "console_log": vm.console_log, "serial_log": serial}
     try:
         vm.start(boot_timeout=180)
+        if cpu is not None:
+            pin_process(vm.pid, cpu)
+            rec["host_cpu"] = cpu
         rec["boot_s"] = round(vm.boot_seconds, 2)
         if img.blk_modules:
             vm.sh(" && ".join(f"insmod {m}" for m in img.blk_modules), timeout=60)
@@ -274,6 +315,8 @@ def run_once(img: guest_image.GuestImage, variant: str, cfg: Config, name: str,
                     progress(f"[{name}] query-balloon failed: {e}")
                 host.append({"t": round(rel, 3), "phase": phase, "target_mib": phases[phase][1],
                              "actual_mib": actual, "rss_mib": vm.qemu_rss_bytes() // MIB,
+                             "thp_mib": qemu_anon_huge_bytes(vm.pid) // MIB,
+                             "steal_s": round(host_steal_s(), 2),
                              "qemu_cpu_s": round(qemu_cpu_s(vm.pid), 2)})
             vm._check_alive("running the schedule")
             time.sleep(0.2)  # poll interval, bounded by the schedule's end
@@ -296,6 +339,10 @@ def run_once(img: guest_image.GuestImage, variant: str, cfg: Config, name: str,
         vm.stop()
     rec["wall_s"] = round(time.monotonic() - t_start, 1)
     return rec
+
+
+def kib_to_mib(kib: int | None) -> int | None:
+    return None if kib is None or kib < 0 else kib // 1024
 
 
 def per_second(run: dict) -> list[dict]:
@@ -322,11 +369,14 @@ def per_second(run: dict) -> list[dict]:
         # QEMU's CPU share (% of one host CPU) over the host samples around this second: under
         # TCG the guest only runs when the host schedules QEMU, so a loaded host lowers the
         # throughput with no memory pressure at all (read ops_s against it).
-        cpu = None
+        cpu = steal = None
         hw = [x for x in host if t - 1.5 <= x["t"] <= t + 0.5 and "qemu_cpu_s" in x]
         if len(hw) >= 2 and hw[-1]["t"] > hw[0]["t"]:
             cpu = round((hw[-1]["qemu_cpu_s"] - hw[0]["qemu_cpu_s"]) /
                         (hw[-1]["t"] - hw[0]["t"]) * 100, 1)
+            if "steal_s" in hw[0]:
+                steal = round((hw[-1]["steal_s"] - hw[0]["steal_s"]) /
+                              (hw[-1]["t"] - hw[0]["t"]) * 100, 1)
 
         def rate(k):
             return (cur[k] - prev[k]) / dt
@@ -342,8 +392,20 @@ def per_second(run: dict) -> list[dict]:
             "worker": {0: "warming", 1: "running", 2: "gone"}.get(cur["state"], "?"),
             "worker_starts": cur.get("starts", 1),
             "avail_mib": cur["avail_kib"] // 1024, "cache_mib": cur["cache_kib"] // 1024,
+            # The LRU's split of the page cache (the kernel's own guess at what is hot), what
+            # reclaim scanned, and the guest's huge pages (sampler lines from before these were
+            # added have none of them).
+            "free_mib": kib_to_mib(cur.get("free_kib")),
+            "active_file_mib": kib_to_mib(cur.get("afile_kib")),
+            "inactive_file_mib": kib_to_mib(cur.get("ifile_kib")),
+            "scan_kswapd_s": round(rate("scan_kswapd"), 1) if "scan_kswapd" in cur else None,
+            "scan_direct_s": round(rate("scan_direct"), 1) if "scan_direct" in cur else None,
+            "guest_thp_mib": kib_to_mib(cur.get("thp_kib")),
+            # The guest kernel's direct map in 4 KiB pages: a split direct map costs TLB misses
+            # (under TCG, softmmu TLB refills) on every kernel access to that memory.
+            "direct_map_4k_mib": kib_to_mib(cur.get("dm4k_kib")),
             "actual_mib": h.get("actual_mib"), "rss_mib": h.get("rss_mib"),
-            "qemu_cpu_pct": cpu,
+            "thp_mib": h.get("thp_mib"), "qemu_cpu_pct": cpu, "host_steal_pct": steal,
         })
     return out
 
@@ -373,12 +435,12 @@ def run_steps(run: dict, secs: list[dict]) -> tuple[float, list[dict]]:
             "majflt_s": mean("majflt_s"), "allocstall_s": mean("allocstall_s"),
             "refault_file_s": mean("refault_file_s"),
             "psi_some_pct": mean("psi_some_pct"), "psi_full_pct": mean("psi_full_pct"),
-            "qemu_cpu_pct": mean("qemu_cpu_pct"),
+            "qemu_cpu_pct": mean("qemu_cpu_pct"), "host_steal_pct": mean("host_steal_pct"),
             "oom_kills": sum(s["oom_kills"] for s in ss),
             "worker_restarts": (ss[-1]["worker_starts"] - ss[0]["worker_starts"]) if ss else 0,
             "worker_not_running_s": sum(1 for s in ss if s["worker"] != "running"),
             "actual_mib": last.get("actual_mib"), "rss_mib": last.get("rss_mib"),
-            "rss_min_mib": min((h["rss_mib"] for h in hs), default=None),
+            "thp_mib": last.get("thp_mib"), "rss_min_mib": min((h["rss_mib"] for h in hs), default=None),
         })
     return baseline, steps
 
@@ -389,7 +451,7 @@ STEP_COLUMNS = [("throughput_rel", "thr/base", "{:.2f}"), ("frozen_s", "frozen s
                 ("psi_some_pct", "PSI some%", "{:.1f}"), ("psi_full_pct", "PSI full%", "{:.1f}"),
                 ("oom_kills", "OOM", "{:.0f}"), ("worker_not_running_s", "down s", "{:.0f}"),
                 ("actual_mib", "actual MiB", "{:.0f}"), ("qemu_cpu_pct", "QEMU CPU%", "{:.0f}"),
-                ("rss_mib", "RSS MiB", "{:.0f}")]
+                ("rss_mib", "RSS MiB", "{:.0f}"), ("thp_mib", "host THP MiB", "{:.0f}")]
 
 
 def median_or_none(xs):
@@ -503,6 +565,9 @@ def main(argv=None) -> int:
                          "(default in-tree,vballoon)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=1, help="guests at once (at most 2 here)")
+    ap.add_argument("--pin", action="store_true",
+                    help="each guest's QEMU on a host CPU of its own (CPUs 0..jobs-1), so "
+                         "that guests running at once do not take each other's CPU time")
     ap.add_argument("--ram-mib", type=int, default=d.ram_mib)
     ap.add_argument("--file-mib", type=int, default=d.file_mib, help="hot file set")
     ap.add_argument("--anon-mib", type=int, default=d.anon_mib, help="anonymous set")
@@ -564,7 +629,7 @@ def main(argv=None) -> int:
            "vballoon_ko": ko, "vballoon_ko_sha256": guest_image.sha256_file(ko) if ko else None,
            "vballoon_params": sorted(ko_params), "loadavg_start": loadavg(),
            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "jobs": args.jobs, "order": [f"{v}#{i}" for i, v in order]}
+           "jobs": args.jobs, "pinned": args.pin, "order": [f"{v}#{i}" for i, v in order]}
     progress(f"{len(order)} runs ({', '.join(env['order'])}), {args.jobs} at once; "
              f"guest {cfg.ram_mib} MiB, file set {cfg.file_mib} MiB, anon {cfg.anon_mib} MiB, "
              f"schedule {cfg.schedule} x {cfg.step_s} s after {cfg.baseline_s} s; "
@@ -572,11 +637,17 @@ def main(argv=None) -> int:
     runs: list[dict] = []
     errors: list[str] = []
 
+    free_cpus: queue.Queue = queue.Queue()
+    for c in sorted(os.sched_getaffinity(0))[:max(1, args.jobs)]:
+        free_cpus.put(c)
+
     def one(item):
         i, v = item
         name = f"{v}-{i}"
+        cpu = free_cpus.get() if args.pin else None
         try:
-            rec = finish_run(run_once(img, v, cfg, name, log_dir, disk, ko_params, progress))
+            rec = finish_run(run_once(img, v, cfg, name, log_dir, disk, ko_params, progress,
+                                      cpu))
             rec["run"] = i
             progress(f"[{name}] done in {rec['wall_s']} s, baseline {rec['baseline_ops_s']:.0f} "
                      f"ops/s, frozen {sum(s['frozen_s'] for s in rec['steps'])} s")
@@ -585,6 +656,9 @@ def main(argv=None) -> int:
             progress(f"[{name}] FAILED: {e}")
             errors.append(f"{name}: {e}")
             return None
+        finally:
+            if cpu is not None:
+                free_cpus.put(cpu)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
         for rec in ex.map(one, order):

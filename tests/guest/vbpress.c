@@ -30,7 +30,9 @@
  *       pgmajfault=<n>
  *       allocstall=<sum of allocstall_*> wrf=<workingset_refault_file>
  *       wra=<workingset_refault_anon> oom_kill=<n> psi_some=<total us> psi_full=<total us>
- *       avail_kib=<MemAvailable> cache_kib=<Cached + Buffers> end
+ *       avail_kib=<MemAvailable> cache_kib=<Cached + Buffers> free_kib=<MemFree>
+ *       afile_kib=<Active(file)> ifile_kib=<Inactive(file)> scan_kswapd=<pgscan_kswapd>
+ *       scan_direct=<pgscan_direct> thp_kib=<AnonHugePages> dm4k_kib=<DirectMap4k> end
  * Counters are cumulative; the host takes differences.  psi_* are -1 without PSI.
  * state 2: the worker's pid no longer exists (OOM-killed).  The sampler locks itself in
  * memory and sets its oom_score_adj to -1000.
@@ -293,12 +295,13 @@ static int sample(int argc, char **argv)
 		if (slurp("/proc/pressure/memory", psi, sizeof(psi)) != 0)
 			psi[0] = 0;
 		slurp("/proc/meminfo", mi, sizeof(mi));
-		char line[512];
+		char line[768];
 		int n = snprintf(
 			line, sizeof(line),
 			"VBP t=%.3f state=%d starts=%u ops=%llu pgmajfault=%lld allocstall=%lld "
 			"wrf=%lld wra=%lld oom_kill=%lld psi_some=%lld psi_full=%lld "
-			"avail_kib=%lld cache_kib=%lld end\n",
+			"avail_kib=%lld cache_kib=%lld free_kib=%lld afile_kib=%lld ifile_kib=%lld "
+			"scan_kswapd=%lld scan_direct=%lld thp_kib=%lld dm4k_kib=%lld end\n",
 			(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9, state,
 			c->starts, (unsigned long long)ops, vmstat_get(vm, "pgmajfault"),
 			vmstat_sum_prefix(vm, "allocstall_"),
@@ -306,7 +309,11 @@ static int sample(int argc, char **argv)
 			vmstat_get(vm, "workingset_refault_anon"), vmstat_get(vm, "oom_kill"),
 			psi[0] ? psi_total(psi, "some") : -1, psi[0] ? psi_total(psi, "full") : -1,
 			meminfo_get(mi, "MemAvailable:"),
-			meminfo_get(mi, "\nCached:") + meminfo_get(mi, "Buffers:"));
+			meminfo_get(mi, "\nCached:") + meminfo_get(mi, "Buffers:"),
+			meminfo_get(mi, "MemFree:"), meminfo_get(mi, "Active(file):"),
+			meminfo_get(mi, "Inactive(file):"), vmstat_get(vm, "pgscan_kswapd"),
+			vmstat_get(vm, "pgscan_direct"), meminfo_get(mi, "AnonHugePages:"),
+			meminfo_get(mi, "DirectMap4k:"));
 		if (write(out, line, n) < 0)
 			return 1;
 	}
