@@ -151,6 +151,8 @@ void PressureModel::sample(vb::PressureSample* sample)
 	sample->major_faults = major_faults_;
 	sample->oom_kills = oom_kills_;
 	sample->file_pages = lru_.size();
+	sample->file_lru_pages = lru_.size();
+	sample->mapped_file_pages = options_.mapped_file ? resident_file_ : 0;
 	sample->available_pages = allocator_.counts().free + lru_.size();
 }
 

@@ -23,7 +23,9 @@
 // - Throughput per tick: the work done (touches minus refault cost, at least 0) over the
 //   touches, in permille.
 // pressure_sample() reports the counters, free pages, available = free + page cache
-// (all of it is clean and reclaimable) and the model's clock (1000 ms per tick).
+// (all of it is clean and reclaimable), the page cache on the LRU, the working set's
+// resident file pages as mapped when the workload maps its file (mapped_file), and the
+// model's clock (1000 ms per tick).
 #ifndef VBSIM_GUEST_PRESSURE_MODEL_H
 #define VBSIM_GUEST_PRESSURE_MODEL_H
 
@@ -44,6 +46,7 @@ struct WorkloadOptions {
 	uint64_t file_pages = 0;       // the working set's page cache, touched every tick
 	uint64_t cold_cache_pages = 0; // page cache read once at boot and never again
 	uint64_t refault_cost = 20;    // one refault costs this many page touches of work
+	bool mapped_file = false;      // the working set's file pages are mapped (Mapped)
 };
 
 struct WorkloadTick {

@@ -31,6 +31,7 @@ std::string run_squeeze(const SqueezeOptions& options, SqueezeResult* result)
 	workload.file_pages = options.file_mib * kPagesPerMib;
 	workload.cold_cache_pages = options.cold_cache_mib * kPagesPerMib;
 	workload.refault_cost = options.refault_cost;
+	workload.mapped_file = options.mapped_file;
 	config.guest.workload = workload;
 	config.guest.pressure_policy.enabled = options.governor;
 	config.guest.pressure_policy.floor_pages = options.floor_mib * kPagesPerMib;

@@ -20,6 +20,7 @@ struct SqueezeOptions {
 	uint64_t file_mib = 160;      // its working set's page cache, read every second
 	uint64_t cold_cache_mib = 96; // page cache read at boot, never again
 	uint64_t refault_cost = 20;   // page touches of work one refault costs
+	bool mapped_file = false;     // the working set's file is mapped (mmap), not read()
 	// The balloon targets, one after the other, each held `step_seconds`.
 	std::vector<uint64_t> target_mib = {128, 256, 384, 450};
 	unsigned step_seconds = 30;

@@ -141,6 +141,7 @@ static_assert(sizeof(vballoon_pressure_sample) == sizeof(vb::PressureSample) &&
 	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, stall_us) &&
 	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, has_stall_time) &&
 	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, free_pages) &&
+	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, mapped_file_pages) &&
 	      VB_SAME_FIELD(vballoon_pressure_sample, vb::PressureSample, total_pages));
 #undef VB_SAME_FIELD
 static_assert(sizeof(vballoon_segment) == sizeof(vb::Segment) &&

@@ -623,6 +623,9 @@ void vb_os_pressure_sample(struct vballoon_pressure_sample *sample)
 	sample->total_pages = info.totalram;
 	sample->available_pages = si_mem_available();
 	sample->file_pages = global_node_page_state(NR_FILE_PAGES);
+	sample->file_lru_pages =
+		global_node_page_state(NR_ACTIVE_FILE) + global_node_page_state(NR_INACTIVE_FILE);
+	sample->mapped_file_pages = global_node_page_state(NR_FILE_MAPPED);
 }
 
 /*

@@ -69,6 +69,8 @@ struct vballoon_pressure_sample {
 	uint64_t free_pages;
 	uint64_t available_pages;
 	uint64_t file_pages;
+	uint64_t file_lru_pages;
+	uint64_t mapped_file_pages;
 	uint64_t total_pages;
 };
 

@@ -24,7 +24,8 @@ vb::PressurePolicy governed(bool give_back = true)
 }
 
 // A FakeOs guest whose pressure sample follows its allocator: free and available drop as
-// the balloon takes pages, plus `cache` reclaimable pages the test sets.
+// the balloon takes pages, plus `cache` reclaimable pages the test sets (on the file LRU,
+// `mapped` of them mapped by some process).
 struct PressureGuest : Guest {
 	explicit PressureGuest(uint64_t features, vb::PressurePolicy policy = governed())
 	    : Guest(features)
@@ -40,6 +41,8 @@ struct PressureGuest : Guest {
 		const uint64_t free = os.allocator.counts().free;
 		os.pressure.free_pages = free;
 		os.pressure.available_pages = free + cache;
+		os.pressure.file_lru_pages = cache;
+		os.pressure.mapped_file_pages = mapped;
 		// Without DEFLATE_ON_OOM the balloon's pages leave the guest's total.
 		os.pressure.total_pages =
 			static_cast<uint64_t>(static_cast<int64_t>(kGuestPages) + os.managed_pages);
@@ -62,6 +65,7 @@ struct PressureGuest : Guest {
 		}
 	}
 	uint64_t cache = 0;
+	uint64_t mapped = 0;
 };
 
 TEST(BalloonPressure, WithoutThePolicyNothingChanges)

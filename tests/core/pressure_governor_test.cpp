@@ -36,6 +36,7 @@ struct Guest {
 		in.sample.free_pages = 500 * kMiB;
 		in.sample.available_pages = 800 * kMiB;
 		in.sample.file_pages = 300 * kMiB;
+		in.sample.file_lru_pages = 300 * kMiB; // none of it mapped
 		in.kept_free_pages = 20 * kMiB;
 		in.ram_pages = kRam;
 	}
@@ -266,6 +267,30 @@ TEST(PressureGovernor, ReclaimThatScansMuchAndFreesLittleStopsTheReclaimBeforeAn
 		EXPECT_EQ(g.governor.level(), level)
 			<< scanned << " scanned, " << freed << " freed";
 	}
+}
+
+TEST(PressureGovernor, ReclaimsNoMoreThanThePageCacheNoProcessMaps)
+{
+	Governed g;
+	g.guest.in.sample.free_pages = 20 * kMiB; // nothing above the watermarks
+	// 300 MiB on the file LRU, all but 512 KiB of it mapped: the 1 MiB probe is cut short.
+	g.guest.in.sample.mapped_file_pages = 300 * kMiB - kMiB / 2;
+	InflatePlan plan = g.governor.plan(g.guest.in);
+	EXPECT_EQ(plan.max_pages, kMiB / 2);
+	EXPECT_TRUE(plan.reclaim);
+	// All of it mapped, or more mapped than the LRU holds (mapped shmem): no reclaim.
+	for (const uint64_t mapped : {300 * kMiB, 400 * kMiB}) {
+		g.guest.in.sample.mapped_file_pages = mapped;
+		plan = g.governor.plan(g.guest.in);
+		EXPECT_EQ(plan.max_pages, 0u) << mib(mapped) << " MiB mapped";
+		EXPECT_FALSE(plan.reclaim);
+	}
+	// Free pages above the watermarks still go, without reclaim.
+	g.guest.in.sample.free_pages = 100 * kMiB;
+	plan = g.governor.plan(g.guest.in);
+	EXPECT_EQ(plan.max_pages, 80 * kMiB);
+	EXPECT_EQ(plan.free_pages, 80 * kMiB);
+	EXPECT_FALSE(plan.reclaim);
 }
 
 TEST(PressureGovernor, ABalloonThatCannotGiveBackNeverReclaims)

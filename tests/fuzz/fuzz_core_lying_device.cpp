@@ -245,6 +245,8 @@ private:
 		// Read last, so the inputs kept from before these counters mean what they meant.
 		p.reclaim_scanned += uint64_t{in_.u16()} << (in_.u8() % 16);
 		p.reclaim_stolen += in_.u16();
+		p.file_lru_pages = in_.u32();
+		p.mapped_file_pages = in_.u32();
 	}
 
 	void pressure_tick()

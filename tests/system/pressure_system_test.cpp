@@ -99,4 +99,24 @@ TEST(PressureSqueeze, WithoutDeflateOnOomTheGovernorNeitherReclaimsNorGivesBack)
 			<< "second " << i;
 }
 
+TEST(PressureSqueeze, AMappedWorkingSetIsNeverReclaimedOnlyTheColdCache)
+{
+	vbsim::SqueezeOptions options = squeeze(true);
+	options.mapped_file = true;
+	vbsim::SqueezeResult result;
+	ASSERT_EQ(vbsim::run_squeeze(options, &result), "");
+	EXPECT_TRUE(result.problems.empty());
+	const size_t start = options.baseline_seconds;
+	// The second target needs the cold cache (unmapped): it is reclaimed.
+	EXPECT_EQ(result.seconds[start + 79].balloon_pages, 256u * 256);
+	// The last one would need the working set: the balloon stops short of it, without a
+	// single refault, so nothing to give back and nothing to learn.
+	EXPECT_LT(result.actual_pages, result.target_pages);
+	EXPECT_EQ(refaults_in(result, 0), 0u);
+	EXPECT_EQ(throughput_permille(result, 0), 1000u);
+	EXPECT_EQ(result.give_back_wire_pages, 0u);
+	EXPECT_EQ(result.direction_changes, 0u);
+	EXPECT_EQ(result.oom_notifications, 0u);
+}
+
 } // namespace

@@ -44,10 +44,10 @@ int run_squeeze_command(SqueezeArguments& args)
 	const SqueezeOptions& base = args.options;
 	fmt::print("squeeze: {} MiB guest (min watermark as Linux 6.1), workload {} MiB anonymous "
 		   "+ {} MiB file "
-		   "working set, {} MiB cold cache; a refault costs {} page touches; "
+		   "working set ({}), {} MiB cold cache; a refault costs {} page touches; "
 		   "DEFLATE_ON_OOM {}\n",
-		   base.ram_mib, base.anon_mib, base.file_mib, base.cold_cache_mib,
-		   base.refault_cost, base.deflate_on_oom ? "on" : "off");
+		   base.ram_mib, base.anon_mib, base.file_mib, base.mapped_file ? "mapped" : "read",
+		   base.cold_cache_mib, base.refault_cost, base.deflate_on_oom ? "on" : "off");
 	std::string targets;
 	for (uint64_t t : base.target_mib)
 		targets += (targets.empty() ? "" : ", ") + std::to_string(t);
@@ -131,6 +131,8 @@ void add_squeeze_command(CLI::App& app, int* exit_status)
 	cmd->add_option("--refault-cost", options.refault_cost,
 			"Page touches of work one refault costs")
 		->capture_default_str();
+	cmd->add_flag("--mapped-file", options.mapped_file,
+		      "The workload maps its file working set (mmap) instead of reading it");
 	cmd->add_option("--targets-mib", options.target_mib, "Balloon targets, one after the other")
 		->capture_default_str();
 	cmd->add_option("--step-seconds", options.step_seconds, "Simulated seconds per target")

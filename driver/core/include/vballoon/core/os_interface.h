@@ -111,6 +111,10 @@ struct PressureSample {
 	uint64_t free_pages;	  // free now
 	uint64_t available_pages; // what it could hand out without swapping (MemAvailable)
 	uint64_t file_pages;	  // page cache (Cached), reclaimable or not
+	// The page cache reclaim can evict (Active(file) + Inactive(file): no shmem, no ramfs),
+	// and the page cache mapped into some process's address space (Mapped).
+	uint64_t file_lru_pages;
+	uint64_t mapped_file_pages;
 	uint64_t total_pages;	  // usable memory now, the balloon's pages excluded (MemTotal)
 };
 

@@ -87,13 +87,19 @@ VB_RULE bool reclaim_of_used_pages_is_pressure()
 	return !VB_MUTANT(PRS16_SCAN_STORM_IGNORED);
 }
 
+// BAL-DRV-PRS-17: a governed inflate reclaims at most the page cache no process maps.
+VB_RULE bool reclaims_only_unmapped_cache()
+{
+	return !VB_MUTANT(PRS17_RECLAIMS_MAPPED_CACHE);
+}
+
 #ifndef VB_MUTANTS
 static_assert(inflate_stops_at_floor() && reclaims_only_when_calm() &&
 		      !gives_back_only_with_deflate_on_oom(false) && holds_after_pressure() &&
 		      floor_learned_from_refaults() && paces_when_tight() &&
 		      new_target_ends_hold() && governed_inflate_takes_free_pages_first() &&
 		      reclaim_starts_with_a_probe() && undoes_its_own_reclaim() &&
-		      reclaim_of_used_pages_is_pressure(),
+		      reclaim_of_used_pages_is_pressure() && reclaims_only_unmapped_cache(),
 	      "outside the mutant build every rule holds, at compile time");
 #endif
 
