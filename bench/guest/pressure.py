@@ -105,6 +105,7 @@ class Config:
     # libvirt's common setups do; the same device for every variant. Without it the governor
     # never reclaims (it could not give back), so it stops at the free memory.
     deflate_on_oom: bool = True
+    dump_vmstat: bool = False
 
 
 class BenchError(RuntimeError):
@@ -303,6 +304,10 @@ def run_once(img: guest_image.GuestImage, variant: str, cfg: Config, name: str,
             while phase + 1 < len(phases) and rel >= phases[phase + 1][0]:
                 phase += 1
                 if phase > 0:
+                    if cfg.dump_vmstat:   # the guest's counters as the step before ends
+                        rec.setdefault("vmstat_dumps", []).append({
+                            "t": round(rel, 3), "phase": phase - 1,
+                            "text": vm.sh("cat /proc/vmstat /proc/meminfo", timeout=30)})
                     vm.qmp.balloon(phases[phase][1] * MIB)
                     progress(f"[{name}] t={rel:.0f}s target {phases[phase][1]} MiB")
             tail.poll(now)
@@ -585,6 +590,9 @@ def main(argv=None) -> int:
                     help="do not start the workload again after an OOM kill")
     ap.add_argument("--disk-cache", default=d.disk_cache, choices=("none", "writeback"),
                     help="QEMU's cache mode for the data disk (none: refaults hit the disk)")
+    ap.add_argument("--dump-vmstat", action="store_true",
+                    help="at each step's end keep the guest's whole /proc/vmstat and "
+                         "/proc/meminfo in the JSON (vmstat_dumps)")
     ap.add_argument("--json", help="default <work>/pressure-<time>.json")
     ap.add_argument("--plot", help="PNG (default: the JSON's name with .png)")
     args = ap.parse_args(argv)
@@ -598,7 +606,7 @@ def main(argv=None) -> int:
                  baseline_s=args.baseline_s, step_s=args.step_s,
                  schedule=[int(x) for x in args.schedule.split(",") if x.strip()],
                  disk_cache=args.disk_cache, pread=args.pread, respawn=not args.no_respawn,
-                 deflate_on_oom=not args.no_deflate_on_oom)
+                 deflate_on_oom=not args.no_deflate_on_oom, dump_vmstat=args.dump_vmstat)
     need_ko = any(VARIANT_PARAMS[v][0] == "vballoon" for v in variants)
     ko = guest_image.default_vballoon_ko() if need_ko else None
     if ko and not os.path.isfile(ko):
