@@ -12,9 +12,10 @@
 //   (Linux's SWAP_CLUSTER_MAX), cold first. A referenced page at the tail is scanned and
 //   kept: its mark is cleared and it goes back to the head (Linux activates a referenced
 //   mapped page). So reclaim of cold cache frees what it scans, and reclaim that has only
-//   the working set left scans all of it to free 32 (pgscan against pgsteal). The balloon's Reclaim::kLight allocation runs
-//   one pass and gives up (__GFP_NORETRY); the workload's own allocation tries until
-//   nothing is left to evict, then runs the OOM notifier.
+//   the working set left scans all of it to free 32 (pgscan against pgsteal). The
+//   balloon's Reclaim::kLight allocation runs one pass and gives up (__GFP_NORETRY); the
+//   workload's own allocation tries until nothing is left to evict, then runs the OOM
+//   notifier.
 // - Each simulated second (tick()) the workload touches its whole working set. A file page
 //   evicted since is read back: a refault and a major fault, which costs `refault_cost`
 //   page touches of work and takes a page again (which may reclaim in turn). A cyclic scan
