@@ -196,7 +196,8 @@ if [ -z "$gcc" ] || [ -z "$pahole" ] || [ -z "$libc" ]; then
 fi
 
 {
-	echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) by ci/debian-root.sh $suite, recipe $RECIPE, in $(($(date +%s) - started)) s"
+	echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) by ci/debian-root.sh $suite, recipe $RECIPE," \
+		"in $(($(date +%s) - started)) s"
 	echo "mirror $uri"
 	echo "$compiler $gcc"
 	echo "pahole $pahole"

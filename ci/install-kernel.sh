@@ -19,8 +19,8 @@
 # which holds the config, System.map and modules.builtin) and unpacks them with `dpkg -x`
 # under $VB_KERNELS (default /var/cache/vballoon/kernels/): <version>/ for 6.12,
 # trixie/<version>/ for the trixie lines, testing/<version>/ for testing's, so builds of one
-# version by two releases never share a folder. Not installed: a header package depends on its image, which
-# would become a host kernel. The guest suite unpacks the matching image itself
+# version by two releases never share a folder. Not installed: a header package depends on
+# its image, which would become a host kernel. The guest suite unpacks the matching image itself
 # (tests/guest/guest_image.py, told by the tree's .vballoon-unpacked which apt to use).
 #
 # The trees name only themselves by absolute path, so a Debian 13 or testing root that

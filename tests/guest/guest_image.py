@@ -10,9 +10,10 @@ Steps, each cached in the work folder (default tests/guest/.work, or $VBALLOON_G
   1. the kernel version: newest /usr/src/linux-headers-*-amd64 (or $VBALLOON_KVER, or the
      version in $VBALLOON_KDIR's name);
   2. `apt-get download linux-image-<ver>` and `dpkg -x` it (kept per version), with the
-     machine's apt, or with ci/debian-apt.sh trixie|testing for headers ci/install-kernel.sh
-     took from Debian 13 or testing (their .vballoon-unpacked says which); on 7.x linux-image-<ver> is a meta
-     package and its linux-binary, linux-modules and linux-base packages are unpacked;
+     machine's apt, or with ci/debian-apt.sh trixie|testing for headers
+     ci/install-kernel.sh took from Debian 13 or testing (their .vballoon-unpacked says
+     which); on 7.x linux-image-<ver> is a meta package and its linux-binary, linux-modules
+     and linux-base packages are unpacked;
   3. the ELF vmlinux, decompressed from the XZ or zstd stream inside the bzImage (an ELF
      boots through PVH and skips 3-7 s of in-guest decompression under TCG);
   4. `depmod` on the unpacked modules, whose modules.dep gives the load order;
