@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
 # shellcheck shell=sh
 #
-# debian-mirror.sh: sourced, not run (by install-kernel.sh and trixie-apt.sh). Suites the
-# machine's apt sources lack are fetched from the mirror its own entries name, so a machine
-# behind a local mirror or proxy never reaches for deb.debian.org by itself.
+# debian-mirror.sh: sourced, not run (by install-kernel.sh, debian-apt.sh and
+# debian-root.sh). Suites the machine's apt sources lack are fetched from the mirror its own
+# entries name, so a machine behind a local mirror or proxy never reaches for deb.debian.org
+# by itself.
 
 # mirror_of SUITE: "URI KEYRING" of the first sources entry (deb822 .sources or one-line
 # .list) that lists SUITE; the keyring may be empty. Nothing when no entry lists it.

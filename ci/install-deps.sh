@@ -11,8 +11,8 @@
 # bzImage), and its headers, unpacked by ci/install-kernel-6.12.sh; the patched QEMU's build
 # (qemu/build-patched-qemu.sh: dpkg-dev for apt-get source, meson, pkg-config,
 # python3-setuptools, glib, pixman, libfdt; the script adds the deb-src entry it needs); the
-# Debian 13 root that builds with Debian 13's gcc-14, glibc and pahole (mmdebstrap,
-# ci/trixie-root.sh).
+# Debian 13 root that builds with Debian 13's gcc-14, glibc and pahole, and the testing root
+# with testing's gcc-16 (mmdebstrap, ci/debian-root.sh).
 #
 # Idempotent and quiet: when every package is already installed and the 6.12 headers are
 # unpacked it does nothing, not even `apt-get update`. Needs root (or sudo) only when

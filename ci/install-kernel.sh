@@ -8,21 +8,25 @@
 #                bookworm-security; built with gcc-12). Adds a bookworm-backports entry on the
 #                mirror of the machine's bookworm entry unless one exists, and `apt-get update`s.
 #   6.12-trixie  Debian 13's own 6.12 (trixie, trixie-security; built with gcc-14), through
-#                ci/trixie-apt.sh: the machine's apt sources stay Debian 12's.
-#   7            the newest 7.x trixie-backports offers (gcc-14), through ci/trixie-apt.sh.
+#                `ci/debian-apt.sh trixie`: the machine's apt sources stay Debian 12's.
+#   7            the newest 7.x trixie-backports offers (gcc-14), through
+#                `ci/debian-apt.sh trixie`.
+#   7-testing    the newest 7.x Debian testing offers (gcc-16), through
+#                `ci/debian-apt.sh testing`.
 #
 # Picks the newest linux-headers-<line>.*-amd64 apt offers, downloads it with the packages it
 # names for building (its -common, its linux-kbuild and, from 7.x on, linux-base-<version>,
 # which holds the config, System.map and modules.builtin) and unpacks them with `dpkg -x`
 # under $VB_KERNELS (default /var/cache/vballoon/kernels/): <version>/ for 6.12,
-# trixie/<version>/ for the trixie lines, so a Debian 12 and a Debian 13 build of one
-# version never share a folder. Not installed: a header package depends on its image, which
-# would become a host kernel. The guest suite unpacks the matching image itself
+# trixie/<version>/ for the trixie lines, testing/<version>/ for testing's, so builds of one
+# version by two releases never share a folder. Not installed: a header package depends on
+# its image, which would become a host kernel. The guest suite unpacks the matching image itself
 # (tests/guest/guest_image.py, told by the tree's .vballoon-unpacked which apt to use).
 #
-# The trees name only themselves by absolute path, so a Debian 13 root that bind-mounts
-# $VB_KERNELS at the same path builds against them (their kbuild tools need trixie's glibc;
-# the trixie lines' compiler is gcc-14).
+# The trees name only themselves by absolute path, so a Debian 13 or testing root that
+# bind-mounts $VB_KERNELS at the same path builds against them (ci/in-trixie-root.sh,
+# ci/in-testing-root.sh: their kbuild tools need that release's glibc, their compiler is
+# its gcc-14 or gcc-16).
 #
 # Prints the headers folder (the KDIR to build against) on stdout. Idempotent: with a tree of
 # that line unpacked it prints the newest one and touches nothing. Needs root (or sudo) for
@@ -46,8 +50,12 @@ case "$line" in
 	dir="$base/trixie"
 	headers_re='7\.[0-9]+(\.[0-9]+)?'
 	;;
+7-testing)
+	dir="$base/testing"
+	headers_re='7\.[0-9]+(\.[0-9]+)?'
+	;;
 *)
-	echo "usage: $0 6.12|6.12-trixie|7" >&2
+	echo "usage: $0 6.12|6.12-trixie|7|7-testing" >&2
 	exit 2
 	;;
 esac
@@ -104,10 +112,14 @@ if [ "$line" = 6.12 ]; then
 	fi
 	refresh() { $SUDO apt-get update -qq; }
 else
-	apt_origin=trixie
-	apt_get() { "$here/trixie-apt.sh" apt-get "$@"; }
-	apt_cache() { "$here/trixie-apt.sh" apt-cache "$@"; }
-	refresh() { "$here/trixie-apt.sh" apt-get update >/dev/null; }
+	# trixie or testing: the release whose apt has the line (ci/debian-apt.sh)
+	case "$line" in
+	*-testing) apt_origin=testing ;;
+	*) apt_origin=trixie ;;
+	esac
+	apt_get() { "$here/debian-apt.sh" "$apt_origin" apt-get "$@"; }
+	apt_cache() { "$here/debian-apt.sh" "$apt_origin" apt-cache "$@"; }
+	refresh() { "$here/debian-apt.sh" "$apt_origin" apt-get update >/dev/null; }
 fi
 
 newest_available() {

@@ -11,6 +11,9 @@
 #     (ci/in-trixie-root.sh): build-kmod/6.12-trixie/vballoon.ko;
 #   - the newest 7.x of trixie-backports (install-kernel.sh 7), the 2026 balloon API, g++-14
 #     in the same root: build-kmod/7/vballoon.ko;
+#   - the newest 7.x of Debian testing (install-kernel.sh 7-testing), g++-16 in a testing
+#     root that has the module build's packages only (ci/in-testing-root.sh; made once in
+#     about 30 s, 370 MB): build-kmod/7-testing/vballoon.ko, the newest compiler's warnings;
 # each with W=1 and warnings as errors, no warning at all in the log, a .BTF section
 # wherever the kernel generates module BTF (its headers ship vmlinux; Debian's 6.1 does
 # not), then driver/linux/check-variants.sh against each (no balloon page migration, no
@@ -18,7 +21,8 @@
 # in the same toolchain as the line's build.
 #
 # Writes the headers folders to build-kmod/kernels.env (KDIR_6_1, KDIR_6_12,
-# KDIR_6_12_TRIXIE, KDIR_7), for the guest suite and DKMS, and prints its path.
+# KDIR_6_12_TRIXIE, KDIR_7, KDIR_7_TESTING), for the guest suite and DKMS, and prints its
+# path.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -28,8 +32,10 @@ done | sort -V | tail -n 1)
 kdir612=$(ci/install-kernel.sh 6.12)
 kdir612t=$(ci/install-kernel.sh 6.12-trixie)
 kdir7=$(ci/install-kernel.sh 7)
-# Made before the first build in it, so that its cost shows in the log as its own line.
-ci/trixie-root.sh >/dev/null
+kdir7t=$(ci/install-kernel.sh 7-testing)
+# Made before the first build in them, so that their cost shows in the log as its own line.
+ci/debian-root.sh trixie >/dev/null
+ci/debian-root.sh testing >/dev/null
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
@@ -78,11 +84,13 @@ build 6.1 "$kdir61" . env
 build 6.12 "$kdir612" build-kmod/6.12 env
 build 6.12-trixie "$kdir612t" build-kmod/6.12-trixie ci/in-trixie-root.sh
 build 7 "$kdir7" build-kmod/7 ci/in-trixie-root.sh
+build 7-testing "$kdir7t" build-kmod/7-testing ci/in-testing-root.sh
 
 KDIR=$kdir61 driver/linux/check-variants.sh >&2
 KDIR=$kdir612 driver/linux/check-variants.sh >&2
 ci/in-trixie-root.sh env KDIR="$kdir612t" driver/linux/check-variants.sh >&2
 ci/in-trixie-root.sh env KDIR="$kdir7" driver/linux/check-variants.sh >&2
+ci/in-testing-root.sh env KDIR="$kdir7t" driver/linux/check-variants.sh >&2
 
 mkdir -p build-kmod
 {
@@ -90,5 +98,6 @@ mkdir -p build-kmod
 	echo "KDIR_6_12=$kdir612"
 	echo "KDIR_6_12_TRIXIE=$kdir612t"
 	echo "KDIR_7=$kdir7"
+	echo "KDIR_7_TESTING=$kdir7t"
 } >build-kmod/kernels.env
 echo "$PWD/build-kmod/kernels.env"

@@ -15,10 +15,11 @@
 #      target run for 60 s (ci/fuzz.sh; tests/fuzz/README.md)
 #   7. the kernel module against every line of the matrix (ci/kernel-matrix.sh): Debian 12's
 #      6.1 and Debian's 6.12 with gcc-12, Debian 13's 6.12 and trixie-backports' 7.x (the
-#      2026 balloon API) with g++-14 in a Debian 13 root (ci/trixie-root.sh, cached): W=1
-#      without a warning, module BTF where the kernel generates it, and the variants of
-#      driver/linux/check-variants.sh (no migration, no reporting, unknown balloon APIs
-#      refused) for each
+#      2026 balloon API) with g++-14 in a Debian 13 root (ci/trixie-root.sh, cached), and
+#      testing's 7.x with g++-16 in a testing root (ci/debian-root.sh testing, cached; the
+#      module only): W=1 without a warning, module BTF where the kernel generates it, and
+#      the variants of driver/linux/check-variants.sh (no migration, no reporting, unknown
+#      balloon APIs refused) for each
 #   8. the userspace (core, simulator, tests) built with Debian 13's g++-14 in that root,
 #      and its ctest run once there
 #   9. the QEMU guest suite, our module next to the in-tree driver: every test on 6.1, and
@@ -26,8 +27,9 @@
 #      Debian's 6.12 ($KERNEL_MATRIX_TESTS, our module) and on 7.x ($KERNEL_7_TESTS, both
 #      drivers); then Debian's QEMU 7.2 built with qemu/patches (qemu/build-patched-qemu.sh,
 #      cached) and the chunked tests against it on 6.1 (-m patched_qemu)
-#  10. DKMS from a clean clone, for every line: 6.1 and 6.12 on the machine, Debian 13's 6.12
-#      and 7.x in the Debian 13 root (its dkms 3.2)
+#  10. DKMS from a clean clone, for every line but testing's (its root has the module build
+#      only): 6.1 and 6.12 on the machine, Debian 13's 6.12 and 7.x in the Debian 13 root
+#      (its dkms 3.2)
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -70,7 +72,7 @@ ci/compare_mutants.sh
 step "fuzzers: regressions and 60 s per target"
 ci/fuzz.sh 60
 
-step "kernel module: 6.1, 6.12 (gcc-12), Debian 13's 6.12 and 7.x (g++-14, Debian 13 root), W=1, module BTF, variants"
+step "kernel module: 6.1, 6.12 (gcc-12), Debian 13's 6.12 and 7.x (g++-14, Debian 13 root), testing's 7.x (g++-16, testing root), W=1, module BTF, variants"
 . "$(ci/kernel-matrix.sh)"
 
 step "userspace built with g++-14 in the Debian 13 root, and its tests"

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# Sourced by ci/install-deps.sh (Debian 12, the machine) and ci/trixie-root.sh (Debian 13,
-# the root): the userspace build's tools and libraries (CMake, Ninja, GoogleTest, Google
+# Sourced by ci/install-deps.sh (Debian 12, the machine) and ci/debian-root.sh trixie
+# (Debian 13, the root; not testing's, which builds the module only): the userspace build's tools and libraries (CMake, Ninja, GoogleTest, Google
 # Benchmark, CLI11, nlohmann-json, fmt, xxHash) and what its tests run (python3, and
 # python3-matplotlib for `vballoon-sim compare --plot`), under the same names on both
 # releases. One list, so that the g++-12 and the g++-14 builds use the same libraries.

@@ -10,9 +10,10 @@ Steps, each cached in the work folder (default tests/guest/.work, or $VBALLOON_G
   1. the kernel version: newest /usr/src/linux-headers-*-amd64 (or $VBALLOON_KVER, or the
      version in $VBALLOON_KDIR's name);
   2. `apt-get download linux-image-<ver>` and `dpkg -x` it (kept per version), with the
-     machine's apt, or with ci/trixie-apt.sh for headers ci/install-kernel.sh took from
-     Debian 13 (their .vballoon-unpacked says so); on 7.x linux-image-<ver> is a meta
-     package and its linux-binary, linux-modules and linux-base packages are unpacked;
+     machine's apt, or with ci/debian-apt.sh trixie|testing for headers
+     ci/install-kernel.sh took from Debian 13 or testing (their .vballoon-unpacked says
+     which); on 7.x linux-image-<ver> is a meta package and its linux-binary, linux-modules
+     and linux-base packages are unpacked;
   3. the ELF vmlinux, decompressed from the XZ or zstd stream inside the bzImage (an ELF
      boots through PVH and skips 3-7 s of in-guest decompression under TCG);
   4. `depmod` on the unpacked modules, whose modules.dep gives the load order;
@@ -118,13 +119,13 @@ def headers_dir(kver: str) -> str:
 # Where ci/install-kernel.sh unpacks headers, and its record of where they came from.
 KERNELS_DIR = "/var/cache/vballoon/kernels"
 HEADERS_STAMP = ".vballoon-unpacked"
-TRIXIE_APT = os.path.join(REPO_ROOT, "ci", "trixie-apt.sh")
+DEBIAN_APT = os.path.join(REPO_ROOT, "ci", "debian-apt.sh")
 
 
 def headers_record(kver: str) -> dict[str, str]:
     """What ci/install-kernel.sh wrote into the headers tree of kver ($VBALLOON_KDIR, else a
-    tree under $VB_KERNELS or /var/cache/vballoon/kernels): `apt` (host or trixie: which apt
-    has the matching image) and `version`. Empty for installed headers and for trees
+    tree under $VB_KERNELS or /var/cache/vballoon/kernels): `apt` (host, trixie or testing:
+    which apt has the matching image) and `version`. Empty for installed headers and for trees
     unpacked before the file said anything, which came from the machine's apt."""
     name = f"linux-headers-{kver}"
     dirs = []
@@ -144,19 +145,24 @@ def headers_record(kver: str) -> dict[str, str]:
 
 
 def kernel_apt_origin(kver: str) -> str:
-    """"host" (the machine's apt) or "trixie" (ci/trixie-apt.sh): where kver's image is."""
+    """"host" (the machine's apt), "trixie" or "testing" (ci/debian-apt.sh with that suite):
+    where kver's image is."""
     return headers_record(kver).get("apt", "host")
 
 
 def build_hint(kver: str) -> str:
     """How to build vballoon.ko for kver, for error messages."""
     hdr = headers_dir(kver)
-    if kernel_apt_origin(kver) == "trixie":
+    origin = kernel_apt_origin(kver)
+    if origin != "host":
         out = os.path.join(REPO_ROOT, "build-kmod", kver)
-        return (f"`{REPO_ROOT}/ci/in-trixie-root.sh env KDIR={hdr} "
-                f"{REPO_ROOT}/driver/linux/build-module.sh --out {out}` (Debian 13 built these "
-                f"headers with gcc-14, which Debian 12 lacks, and their kbuild tools need "
-                f"Debian 13's glibc) and VBALLOON_KO={out}/vballoon.ko")
+        built = {"trixie": "Debian 13 built these headers with gcc-14",
+                 "testing": "Debian testing built these headers with gcc-16"}.get(
+                     origin, f"{origin} built these headers")
+        return (f"`{REPO_ROOT}/ci/in-{origin}-root.sh env KDIR={hdr} "
+                f"{REPO_ROOT}/driver/linux/build-module.sh --out {out}` ({built}, which "
+                f"Debian 12 lacks, and their kbuild tools need that release's glibc) and "
+                f"VBALLOON_KO={out}/vballoon.ko")
     # A test build (VB_TEST_HOOKS=1): the suite's fault-injection knobs are in no other.
     return f"`KDIR={hdr} {REPO_ROOT}/driver/linux/build-module.sh`"
 
@@ -197,7 +203,7 @@ def _atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
 
 
 def _apt(origin: str, tool: str) -> list[str]:
-    return [tool] if origin == "host" else [TRIXIE_APT, tool]
+    return [tool] if origin == "host" else [DEBIAN_APT, origin, tool]
 
 
 def _download(alternatives: list[str], where: str, origin: str) -> list[str]:
