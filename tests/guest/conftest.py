@@ -168,6 +168,20 @@ def _vm_fixture(holder: VMHolder, dut: DriverUnderTest):
 
 
 @pytest.fixture(scope="session")
+def vballoon_image() -> DriverUnderTest:
+    """Our module alone, for the tests that measure it rather than compare drivers (the
+    calibration, the VM profile)."""
+    ko = guest_image.default_vballoon_ko()
+    if not os.path.isfile(ko):
+        fail(guest_image.missing_vballoon_message(ko))
+    try:
+        img = guest_image.prepare(ko)
+    except guest_image.ImageError as e:
+        fail(f"preparing the guest image failed: {e}")
+    return DriverUnderTest("vballoon", img, guestvm.vballoon_driver(img))
+
+
+@pytest.fixture(scope="session")
 def plain_holder(driver):
     h = VMHolder(driver, "plain", {})
     yield h

@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import time
 
 import pytest
@@ -41,6 +40,7 @@ import conftest
 import free_pages
 import guest_image
 import guestvm
+import vbwork_run
 from guestvm import MIB
 
 WORKLOADS = ("fresh", "freed", "busy")
@@ -58,9 +58,7 @@ MIGRATE_URI = "exec:cat > /dev/null"
 # (QEMU 7.2 keeps iterating forever unless it converges).
 MIGRATION_TIMEOUT_S = 240.0
 BUSY_RESUME_S = 3.0
-READY_TIMEOUT_S = 300.0
 SETTLE_TIMEOUT_S = 60.0
-VBWORK_OUT = "/tmp/vbwork.out"
 # VBALLOON_CALIBRATION_SHUFFLE=1 boots with page_alloc.shuffle=1 (the model's
 # --shuffle-free-list); rows say which.
 SHUFFLE = os.environ.get("VBALLOON_CALIBRATION_SHUFFLE") == "1"
@@ -71,43 +69,6 @@ ROWS: list[dict] = []
 def json_path() -> str:
     return os.environ.get("VBALLOON_CALIBRATION_JSON",
                           os.path.join(guest_image.work_dir(), "calibration.json"))
-
-
-@pytest.fixture(scope="module")
-def vballoon_image():
-    ko = guest_image.default_vballoon_ko()
-    if not os.path.isfile(ko):
-        conftest.fail(guest_image.missing_vballoon_message(ko))
-    try:
-        img = guest_image.prepare(ko)
-    except guest_image.ImageError as e:
-        conftest.fail(f"preparing the guest image failed: {e}")
-    return conftest.DriverUnderTest("vballoon", img, guestvm.vballoon_driver(img))
-
-
-def _start_vbwork(vm, workload: str) -> str:
-    vm.sh(f"vbwork {workload} --ram-mib {GUEST_RAM_MIB} > {VBWORK_OUT} 2>&1 & "
-          f"echo $! > /tmp/vbwork.pid")
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while True:
-        out = vm.sh(f"cat {VBWORK_OUT}")
-        if re.search(r"^ready$", out, re.MULTILINE):
-            return out.splitlines()[0]
-        assert "vbwork:" not in out, f"vbwork failed: {out}"
-        assert time.monotonic() < deadline, f"vbwork not ready after {READY_TIMEOUT_S} s: {out}"
-        time.sleep(0.5)  # poll interval, bounded by the deadline above
-
-
-def _vbwork_stats(vm) -> dict:
-    before = vm.sh(f"grep -c ^stats {VBWORK_OUT} || true").strip()
-    vm.sh("kill -USR1 $(cat /tmp/vbwork.pid)")
-    deadline = time.monotonic() + 30
-    while True:
-        out = vm.sh(f"grep ^stats {VBWORK_OUT} || true").splitlines()
-        if len(out) > int(before or 0):
-            return {k: float(v) for k, v in re.findall(r"(\w+)=([\d.]+)", out[-1])}
-        assert time.monotonic() < deadline, "vbwork did not print its stats"
-        time.sleep(0.2)  # poll interval, bounded by the deadline above
 
 
 def _migrate(vm, bandwidth: int) -> dict:
@@ -156,13 +117,13 @@ def test_calibration(vballoon_image, workload, strategy, props):
         vm = holder.get()
         conftest.reset_guest(vm, dut.drv)
         used_kib = vm.meminfo()["MemTotal"] - vm.meminfo()["MemFree"]
-        params = _start_vbwork(vm, workload)
+        params = vbwork_run.start(vm, f"{workload} --ram-mib {GUEST_RAM_MIB}")
         vm_counters = []
         for run in range(RUNS):
             for link, bandwidth in LINKS:
                 if "free-page-reporting" in props:
                     free_pages.wait_rss_settled(vm, SETTLE_TIMEOUT_S)
-                stats = _vbwork_stats(vm) if workload == "busy" else None
+                stats = vbwork_run.stats(vm) if workload == "busy" else None
                 r = _migrate(vm, bandwidth)
                 if workload == "busy":
                     time.sleep(BUSY_RESUME_S)  # vbwork catches up after the pause (pacing)
@@ -180,7 +141,7 @@ def test_calibration(vballoon_image, workload, strategy, props):
                       f"zero {r['zero_pages']} rounds {r['rounds']} {r['total_time_ms']} ms "
                       f"load {r['load_average_before'][0]:.1f}", flush=True)
                 _write_json()
-        vm.sh("kill $(cat /tmp/vbwork.pid)")
+        vbwork_run.stop(vm)
         taint = vm.taint() & guestvm.TAINT_BAD
         assert not taint, f"the guest kernel got tainted {guestvm.taint_letters(taint)}"
     finally:
