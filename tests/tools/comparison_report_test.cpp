@@ -171,6 +171,65 @@ TEST(ComparisonReport, RowsWithoutABaselineShowNoRatio)
 	EXPECT_EQ(hint_line.find('x'), std::string::npos) << hint_line;
 }
 
+TEST(ComparisonReport, CostsMeasuredHereArePerPageOfTheBaseAndWhenHintsLandedInTheHintedRun)
+{
+	ComparisonRow base = row("fresh", "zero-detect", 1000, 4096000, 400);
+	base.result.zero_pages = 3000;
+	base.result.zero_scan_cpu_ms = 7.2; // over 4000 pages checked: 1800 ns each
+	base.result.reader_copy_ms = 1.0;   // over 1000 pages sent: 1000 ns each
+	ComparisonRow hinted = row("fresh", "hint+zero-detect", 200, 819200, 100);
+	migration::RoundProgress bulk;
+	bulk.elapsed_ms = 80;
+	bulk.pages_skipped_hinted = 2500;
+	hinted.result.round_log = {bulk};
+	hinted.result.hint_landings_ms = {50.0, 70.0};
+	const std::vector<ComparisonRow> rows = {base, hinted};
+
+	const MeasuredCosts c = measured_costs(rows, "fresh");
+	EXPECT_EQ(c.base, "zero-detect");
+	EXPECT_EQ(c.pages_checked, 4000u);
+	EXPECT_DOUBLE_EQ(c.zero_check_ns_per_page, 1800);
+	// host CPU 12.5 less the zero checks 7.2 and hints 1.5, over 1000 pages sent.
+	EXPECT_NEAR(c.send_ns_per_page, 3800, 1e-6);
+	EXPECT_DOUBLE_EQ(c.reader_copy_ns_per_page, 1000);
+	EXPECT_DOUBLE_EQ(c.fixed_ms, 1.5);
+	EXPECT_TRUE(c.hinted);
+	EXPECT_DOUBLE_EQ(c.first_hint_ms, 50);
+	EXPECT_DOUBLE_EQ(c.bulk_pass_end_ms, 80);
+	EXPECT_EQ(c.bulk_pass_pages_hinted, 2500u);
+
+	const std::string text = comparison_tables(kSetup, rows);
+	EXPECT_NE(
+		text.find(
+			"costs measured here (zero-detect's median run): zero check 1800 ns a page "
+			"(4.0 k pages), sending and bitmap work 3800 ns a page sent (the pipe "
+			"reader's copy 1000 of it), fixed 1.5 ms; hint+zero-detect: first hints "
+			"landed at 50.0 ms, the bulk pass ended at 80.0 ms having skipped 2.5 k "
+			"hinted pages"),
+		std::string::npos)
+		<< text;
+	const nlohmann::ordered_json json = comparison_json(kSetup, rows);
+	ASSERT_EQ(json["costs"].size(), 1u);
+	EXPECT_EQ(json["costs"][0]["workload"], "fresh");
+	EXPECT_DOUBLE_EQ(json["costs"][0]["zero_check_ns_per_page"].get<double>(), 1800);
+	EXPECT_DOUBLE_EQ(json["costs"][0]["first_hint_ms"].get<double>(), 50);
+}
+
+TEST(ComparisonReport, CostsAreLeftOutWithoutAVerifiedBaseAndSayWhenNoHintLanded)
+{
+	EXPECT_TRUE(measured_costs({row("freed", "zero-detect", 10, 40960, 5, false)}, "freed")
+			    .base.empty());
+	EXPECT_TRUE(measured_costs({row("freed", "hint", 10, 40960, 5)}, "freed").base.empty());
+	ComparisonRow hinted = row("fresh", "hint+zero-detect", 20, 81920, 10);
+	hinted.result.round_log = {migration::RoundProgress{}};
+	const std::vector<ComparisonRow> rows = {row("fresh", "none", 100, 409600, 40), hinted};
+	const MeasuredCosts c = measured_costs(rows, "fresh");
+	EXPECT_EQ(c.base, "none");
+	const std::string text = comparison_tables(kSetup, rows);
+	EXPECT_NE(text.find("hint+zero-detect: no hint landed"), std::string::npos) << text;
+	EXPECT_EQ(comparison_json(kSetup, rows)["costs"][0]["first_hint_ms"], nullptr);
+}
+
 // A run's rounds: bytes sent and CPU critical path; total = setup + rounds + stop.
 migration::MigrationResult paced_run(std::vector<std::pair<uint64_t, double>> rounds, double link)
 {

@@ -161,7 +161,68 @@ nlohmann::ordered_json spread_json(const Spread& s)
 	return {{"median", s.median}, {"min", s.min}, {"max", s.max}};
 }
 
+// "1.36 M" pages: how many pages a cost was measured over.
+std::string page_count(uint64_t pages)
+{
+	if (pages >= 1000000)
+		return fmt::format("{:.2f} M", pages / 1e6);
+	if (pages >= 1000)
+		return fmt::format("{:.1f} k", pages / 1e3);
+	return fmt::format("{}", pages);
+}
+
+std::string costs_text(const MeasuredCosts& c)
+{
+	std::string line = fmt::format("costs measured here ({}'s median run):", c.base);
+	if (c.zero_check_ns_per_page > 0)
+		line += fmt::format(" zero check {:.0f} ns a page ({} pages),",
+				    c.zero_check_ns_per_page, page_count(c.pages_checked));
+	line += fmt::format(" sending and bitmap work {:.0f} ns a page sent", c.send_ns_per_page);
+	if (c.reader_copy_ns_per_page > 0)
+		line += fmt::format(" (the pipe reader's copy {:.0f} of it)",
+				    c.reader_copy_ns_per_page);
+	line += fmt::format(", fixed {:.1f} ms", c.fixed_ms);
+	if (c.hinted) {
+		if (c.first_hint_ms < 0)
+			line += fmt::format("; {}: no hint landed", kHinted);
+		else
+			line += fmt::format("; {}: first hints landed at {:.1f} ms, the bulk pass "
+					    "ended at {:.1f} ms having skipped {} hinted pages",
+					    kHinted, c.first_hint_ms, c.bulk_pass_end_ms,
+					    page_count(c.bulk_pass_pages_hinted));
+	}
+	return line + "\n";
+}
+
 } // namespace
+
+MeasuredCosts measured_costs(const std::vector<ComparisonRow>& rows, const std::string& workload)
+{
+	MeasuredCosts c;
+	const std::string base_name = runs_of(rows, workload, "none").empty() ? kBaseline : "none";
+	const ComparisonRow* base = median_run(runs_of(rows, workload, base_name));
+	if (!base || !base->result.verified || base->result.pages_sent == 0)
+		return c;
+	const migration::MigrationResult& b = base->result;
+	c.base = base_name;
+	c.pages_checked = b.zero_scan_cpu_ms > 0 ? b.pages_sent + b.zero_pages : 0;
+	if (c.pages_checked)
+		c.zero_check_ns_per_page = b.zero_scan_cpu_ms * 1e6 / double(c.pages_checked);
+	const double rest_ms = std::max(0.0, b.host_cpu_ms - b.zero_scan_cpu_ms - b.hint_cpu_ms);
+	c.send_ns_per_page = rest_ms * 1e6 / double(b.pages_sent);
+	c.reader_copy_ns_per_page = b.reader_copy_ms * 1e6 / double(b.pages_sent);
+	c.fixed_ms = fixed_ms(b);
+	const ComparisonRow* hinted = median_run(runs_of(rows, workload, kHinted));
+	if (hinted && hinted->result.verified && !hinted->result.round_log.empty()) {
+		const migration::MigrationResult& h = hinted->result;
+		c.hinted = true;
+		if (!h.hint_landings_ms.empty())
+			c.first_hint_ms = h.hint_landings_ms.front();
+		c.bulk_pass_end_ms = h.round_log.front().elapsed_ms;
+		c.bulk_pass_pages_hinted = h.round_log.front().pages_skipped_hinted;
+	}
+	return c;
+}
 
 std::string comparison_tables(const ComparisonSetup& setup, const std::vector<ComparisonRow>& rows)
 {
@@ -271,6 +332,9 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 					   "and no ratio are shown, and such runs are left out of "
 					   "the pairs below.\n",
 					   setup.max_rounds);
+		const MeasuredCosts costs = measured_costs(rows, workload);
+		if (!costs.base.empty())
+			out += costs_text(costs);
 		const PairedRatios pairs = paired_ratios(setup, rows, workload);
 		if (pairs.time.empty())
 			continue;
@@ -346,6 +410,26 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				   {"bytes_ratio", spread_json(spread_of(pairs.bytes))},
 				   {"crossover", crossover}});
 	}
+	nlohmann::ordered_json costs = nlohmann::ordered_json::array();
+	for (const std::string& workload : workloads_in_order(rows)) {
+		const MeasuredCosts c = measured_costs(rows, workload);
+		if (c.base.empty())
+			continue;
+		nlohmann::ordered_json first_hint = nullptr;
+		if (c.first_hint_ms >= 0)
+			first_hint = c.first_hint_ms;
+		costs.push_back({{"workload", workload},
+				 {"base", c.base},
+				 {"pages_checked", c.pages_checked},
+				 {"zero_check_ns_per_page", c.zero_check_ns_per_page},
+				 {"send_ns_per_page", c.send_ns_per_page},
+				 {"reader_copy_ns_per_page", c.reader_copy_ns_per_page},
+				 {"fixed_ms", c.fixed_ms},
+				 {"hinted", c.hinted},
+				 {"first_hint_ms", first_hint},
+				 {"bulk_pass_end_ms", c.bulk_pass_end_ms},
+				 {"bulk_pass_pages_hinted", c.bulk_pass_pages_hinted}});
+	}
 	nlohmann::ordered_json link = nullptr;
 	if (setup.link_bytes_per_second != migration::kUnlimitedLink)
 		link = setup.link_bytes_per_second;
@@ -363,7 +447,8 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 		  {"repeat", setup.repeat},
 		  {"max_rounds", setup.max_rounds}}},
 		{"results", results},
-		{"summary", summary}};
+		{"summary", summary},
+		{"costs", costs}};
 }
 
 std::string comparison_csv(const std::vector<ComparisonRow>& rows)

@@ -43,7 +43,30 @@ struct ComparisonSetup {
 	unsigned max_rounds = migration::MigrationConfig{}.max_rounds;
 };
 
-// One table per workload, rows in the order given; then each workload's hint+zero-detect
+// What drove a workload's figures on the machine that ran them: the per-page costs measured in
+// the base's median run (the zero check per page checked, the rest of the sending host's CPU
+// per page sent, of which a pipe reader's copy, the fixed costs) and, in the hinted median
+// run, when the first hints landed against the bulk pass. A faster or slower host moves the
+// base's time with these, and the hinted run's much less: how a ratio follows its machine.
+struct MeasuredCosts {
+	std::string base;	    // the strategy the costs are from ("zero-detect", "none")
+	uint64_t pages_checked = 0; // pages the base checked for zero (sent + zero)
+	double zero_check_ns_per_page = 0; // 0: the base checks nothing (none)
+	double send_ns_per_page = 0;	   // host CPU less zero checks and hints, per page sent
+	double reader_copy_ns_per_page =
+		0;		     // of send_ns_per_page: a pipe reader's copy (0: sockets)
+	double fixed_ms = 0;	     // setup, bitmap syncs, VM stop
+	bool hinted = false;	     // the figures below are from a hinted run
+	double first_hint_ms = -1;   // -1: no hint landed
+	double bulk_pass_end_ms = 0; // when the hinted run's first round ended
+	uint64_t bulk_pass_pages_hinted = 0; // pages its first round skipped because hinted
+};
+
+// The costs of one workload's runs; empty base when it has no verified base run with pages
+// sent.
+MeasuredCosts measured_costs(const std::vector<ComparisonRow>& rows, const std::string& workload);
+
+// One table per workload, rows in the order given; then a line of the costs measured here, then each workload's hint+zero-detect
 // against zero-detect and its crossover line, over the pairs that both converged. A run that did
 // not converge says so in its row, with the guest's dirty rate against the rate sent; its
 // total is the time until the model stopped it (">"), and it has no downtime: QEMU would
@@ -56,7 +79,8 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 // "downtime_ms", "fixed_ms", "first_hint_ms", "verified"}, ...], "summary": [{"workload", "runs", "time_ratio",
 // "host_cpu_ratio", "bytes_ratio", "crossover": [{"link_gbit", "time_ratio"}]}]} (over the
 // pairs whose runs both converged; none: no summary); a ratio is {"median", "min", "max"};
-// an unlimited link is null.
+// an unlimited link is null; "costs": [{"workload", and MeasuredCosts' fields}] for each
+// workload with a base run.
 nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				       const std::vector<ComparisonRow>& rows);
 // The results' main fields, a header line and one line per row.
