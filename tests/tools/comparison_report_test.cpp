@@ -266,6 +266,79 @@ TEST(Crossover, ATotalAtAnotherLinkRepacesEachRoundAndKeepsTheRest)
 	EXPECT_DOUBLE_EQ(total_ms_at_link(r, migration::kUnlimitedLink), 1 + 50.5 + 2.5);
 }
 
+// One with zero checks: 4000 pages checked (10 us each, 40 ms), 1000 sent (20 us each of the
+// rest, 20 ms); round 1 checks 3800 and sends 800 of them (54 ms of CPU), round 2 200 and 200
+// (6 ms).
+migration::MigrationResult run_with_page_counts(uint64_t round1_bytes)
+{
+	auto r = paced_run({{round1_bytes, 54}, {819200, 6}}, migration::kUnlimitedLink);
+	r.round_log[0].pages_sent = 800;
+	r.round_log[0].zero_pages = 3000;
+	r.round_log[1].pages_sent = 200;
+	r.pages_sent = 1000;
+	r.zero_pages = 3000;
+	r.zero_scan_cpu_ms = 40;
+	r.host_cpu_ms = 60;
+	return r;
+}
+
+TEST(Crossover, AnotherHostsCostsScaleEachRoundsCpuPathByWhatItsPagesCostThere)
+{
+	const auto r = run_with_page_counts(1250000);
+	EXPECT_DOUBLE_EQ(r.total_ms, 1 + 54.5 + 6.5);
+	// The run's own costs give the run's own time.
+	EXPECT_NEAR(total_ms_with_costs(r, {10000, 20000}, migration::kUnlimitedLink), r.total_ms,
+		    1e-9);
+	// Half the zero check, half the send: round 1 19 + 8 ms, round 2 1 + 2 ms.
+	EXPECT_NEAR(total_ms_with_costs(r, {5000, 10000}, migration::kUnlimitedLink),
+		    1 + 27.5 + 3.5, 1e-9);
+	// A run that checked nothing for zero pays only for what it sent.
+	auto unchecked = r;
+	unchecked.zero_scan_cpu_ms = 0;
+	unchecked.host_cpu_ms = 20;
+	unchecked.round_log[0].critical_cpu_ms = 16;
+	unchecked.round_log[1].critical_cpu_ms = 4;
+	unchecked.total_ms = 1 + 16.5 + 4.5;
+	EXPECT_NEAR(total_ms_with_costs(unchecked, {1, 40000}, migration::kUnlimitedLink),
+		    1 + 32.5 + 8.5, 1e-9);
+	// On a slow link the wire sets both rounds: 125 MB and 819200 bytes at 1 Gbit/s.
+	const auto wide = run_with_page_counts(125000000);
+	EXPECT_NEAR(total_ms_with_costs(wide, {5000, 10000}, 1e9 / 8), 1 + 1000.5 + 6.5536 + 0.5,
+		    1e-9);
+}
+
+TEST(ComparisonReport, AnotherHostsCostsGiveTheHintedRatioForThatHost)
+{
+	auto base = run_with_page_counts(1250000);
+	auto hinted = paced_run({{409600, 6}}, migration::kUnlimitedLink);
+	hinted.round_log[0].pages_sent = 100;
+	hinted.round_log[0].zero_pages = 200;
+	hinted.pages_sent = 100;
+	hinted.zero_pages = 200;
+	hinted.zero_scan_cpu_ms = 3;
+	hinted.host_cpu_ms = 6;
+	ComparisonSetup setup = kSetup;
+	setup.link_bytes_per_second = migration::kUnlimitedLink;
+	setup.host_costs = HostCosts{5000, 10000};
+	setup.host_costs_from = "--host-costs";
+	const std::vector<ComparisonRow> rows = {{"fresh", "zero-detect", 0, base},
+						 {"fresh", "hint+zero-detect", 0, hinted}};
+	// Hinted: 300 checked at 10 us, 100 sent at 30 us = 6 ms; there 1.5 + 1 = 2.5 ms.
+	// (1 + 3) / (1 + 27.5 + 3.5) = 0.125.
+	const std::string text = comparison_tables(setup, rows);
+	EXPECT_NE(
+		text.find(
+			"on the host of --host-costs (zero check 5000 ns, sending 10000 ns a page "
+			"sent), at unlimited: time 0.125x"),
+		std::string::npos)
+		<< text;
+	const nlohmann::ordered_json json = comparison_json(setup, rows);
+	EXPECT_DOUBLE_EQ(json["summary"][0]["time_ratio_with_host_costs"]["median"].get<double>(),
+			 0.125);
+	EXPECT_EQ(json["setup"]["host_costs"]["from"], "--host-costs");
+	EXPECT_TRUE(comparison_json(kSetup, rows)["setup"]["host_costs"].is_null());
+}
+
 TEST(Crossover, MaxBandwidthPacesTheLiveRoundsAtEachLinkAndNotStopAndCopy)
 {
 	const double gbit = 1e9 / 8;

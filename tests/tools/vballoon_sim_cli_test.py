@@ -207,6 +207,12 @@ def check_bad_arguments(binary, scratch):
         ["compare", "--downtime-ms", "-5", "--json", out],
         ["compare", "--untouched", "sparse", "--json", out],
         ["compare", "--repeat", "0", "--json", out],
+        ["compare", "--host-costs", "fast", "--json", out],
+        ["compare", "--host-costs", "0,100", "--json", out],
+        ["compare", "--host-costs", "100", "--json", out],
+        ["compare", "--host-costs", "100,200,300", "--json", out],
+        ["compare", "--host-costs-file", os.path.join(scratch, "no-such-costs.json"), "--json", out],
+        ["compare", "--host-costs", "100,200", "--host-costs-file", out, "--json", out],
         ["inflate", "--profile", "vmware"],
         [],
     ]
@@ -287,6 +293,44 @@ def check_described_workload(binary, scratch):
     check(fresh["converged"], f"fresh beside it did not converge: {fresh}")
 
 
+def check_host_costs(binary, scratch):
+    """Another host's per-page costs: given as options or as a file (an object, or compare's
+    own --json, whose first workload's costs are taken), echoed in the setup, and the
+    hinted time ratio printed and written for that host; a file without them is refused."""
+    first = os.path.join(scratch, "costs-here.json")
+    common = ["--ram-mib", "256", "--workload", "fresh", "--strategy", "zero-detect",
+              "--strategy", "hint+zero-detect", "--repeat", "1", "--link-gbit", "unlimited"]
+    proc = run(binary, "compare", *common, "--json", first)
+    check(proc.returncode == 0, f"costs: exit status {proc.returncode}: {proc.stderr}")
+    if proc.returncode != 0:
+        return
+    check("costs measured here (zero-detect's median run): zero check" in proc.stdout,
+          f"costs: no costs line:\n{proc.stdout}")
+    with open(first, encoding="utf-8") as f:
+        costs = json.load(f)["costs"]
+    check(len(costs) == 1 and costs[0]["workload"] == "fresh" and costs[0]["zero_check_ns_per_page"] > 0
+          and costs[0]["send_ns_per_page"] > 0, f"costs: {costs}")
+    second = os.path.join(scratch, "costs-there.json")
+    for given, origin in ((["--host-costs-file", first], f"{first} (workload fresh)"),
+                          (["--host-costs", "1000,5000"], "--host-costs")):
+        proc = run(binary, "compare", *common, *given, "--json", second)
+        check(proc.returncode == 0, f"{given}: exit status {proc.returncode}: {proc.stderr}")
+        if proc.returncode != 0:
+            continue
+        check(f"on the host of {origin} (zero check" in proc.stdout, f"{given}: no host line:\n{proc.stdout}")
+        with open(second, encoding="utf-8") as f:
+            data = json.load(f)
+        check(data["setup"]["host_costs"]["from"] == origin, f"{given}: setup {data['setup']}")
+        ratio = data["summary"][0].get("time_ratio_with_host_costs", {}).get("median", 0)
+        check(0 < ratio < 10, f"{given}: ratio for the given host {ratio}")
+    bad = os.path.join(scratch, "bad-costs.json")
+    with open(bad, "w", encoding="utf-8") as f:
+        json.dump({"zero_check_ns_per_page": 100}, f)
+    proc = run(binary, "compare", *common, "--host-costs-file", bad)
+    check(proc.returncode == 2 and '"send_ns_per_page" must be a number' in proc.stderr,
+          f"costs file without send_ns_per_page: {proc.returncode} {proc.stderr!r}")
+
+
 def check_inflate(binary):
     proc = run(binary, "inflate", "--ram-mib", RAM_MIB, "--json")
     check(proc.returncode == 0, f"inflate exited {proc.returncode}: {proc.stderr}")
@@ -313,6 +357,7 @@ def main(argv):
         check_bad_arguments(binary, scratch)
         check_bad_descriptions(binary, scratch)
         check_described_workload(binary, scratch)
+        check_host_costs(binary, scratch)
         check_inflate(binary)
         check_squeeze(binary)
         check_default_strategies(binary, scratch)

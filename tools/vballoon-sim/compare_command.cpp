@@ -8,11 +8,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +67,9 @@ struct CompareArguments {
 	// A described workload: a file, then settings over it.
 	std::string workload_file;
 	std::vector<std::string> workload_settings;
+	// Another host's per-page costs: "ZERO_NS,SEND_NS", or a JSON file with them.
+	std::string host_costs;
+	std::string host_costs_file;
 	bool workloads_given = false; // --workload on the command line
 	bool ram_given = false;	      // --ram-mib on the command line
 };
@@ -188,10 +194,80 @@ std::string workloads_to_run(CompareArguments& args,
 	return "";
 }
 
+// A per-page cost in ns: a finite number above 0 and at most a millisecond.
+bool plausible_cost(double ns)
+{
+	return std::isfinite(ns) && ns > 0 && ns <= 1e6;
+}
+
+// The host costs asked for (--host-costs or --host-costs-file), or none. Returns "" or why
+// not: nothing runs then.
+std::string host_costs_to_use(const CompareArguments& args, std::optional<HostCosts>& costs,
+			      std::string& from)
+{
+	if (!args.host_costs.empty()) {
+		HostCosts c;
+		char tail = 0;
+		if (std::sscanf(args.host_costs.c_str(), "%lf,%lf%c", &c.zero_check_ns_per_page,
+				&c.send_ns_per_page, &tail) != 2 ||
+		    !plausible_cost(c.zero_check_ns_per_page) ||
+		    !plausible_cost(c.send_ns_per_page))
+			return "--host-costs: ZERO_NS,SEND_NS, two numbers of ns above 0 and at "
+			       "most "
+			       "1000000 (got " +
+			       args.host_costs + ")";
+		costs = c;
+		from = "--host-costs";
+		return "";
+	}
+	if (args.host_costs_file.empty())
+		return "";
+	std::ifstream in(args.host_costs_file);
+	if (!in)
+		return fmt::format("--host-costs-file {}: {}", args.host_costs_file,
+				   std::strerror(errno));
+	const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+	if (doc.is_discarded() || !doc.is_object())
+		return fmt::format("--host-costs-file {}: not a JSON object", args.host_costs_file);
+	// compare's own --json: its first workload's measured costs.
+	const nlohmann::json* entry = &doc;
+	from = args.host_costs_file;
+	if (doc.contains("costs")) {
+		if (!doc["costs"].is_array() || doc["costs"].empty() ||
+		    !doc["costs"][0].is_object())
+			return fmt::format("--host-costs-file {}: its \"costs\" has no entry",
+					   args.host_costs_file);
+		entry = &doc["costs"][0];
+		if (entry->contains("workload") && (*entry)["workload"].is_string())
+			from += fmt::format(" (workload {})",
+					    (*entry)["workload"].get<std::string>());
+	}
+	HostCosts c;
+	for (auto [key, value] : {std::pair{"zero_check_ns_per_page", &c.zero_check_ns_per_page},
+				  std::pair{"send_ns_per_page", &c.send_ns_per_page}}) {
+		if (!entry->contains(key) || !(*entry)[key].is_number() ||
+		    !plausible_cost((*entry)[key].get<double>()))
+			return fmt::format(
+				"--host-costs-file {}: \"{}\" must be a number of ns above 0 "
+				"and at most 1000000",
+				args.host_costs_file, key);
+		*value = (*entry)[key].get<double>();
+	}
+	costs = c;
+	return "";
+}
+
 int run_compare(CompareArguments& args)
 {
 	std::vector<migration::WorkloadConfig> workloads;
 	if (std::string error = workloads_to_run(args, workloads); !error.empty()) {
+		fmt::print(stderr, "vballoon-sim compare: {}\n", error);
+		return 2;
+	}
+	std::optional<HostCosts> host_costs;
+	std::string host_costs_from;
+	if (std::string error = host_costs_to_use(args, host_costs, host_costs_from);
+	    !error.empty()) {
 		fmt::print(stderr, "vballoon-sim compare: {}\n", error);
 		return 2;
 	}
@@ -231,6 +307,8 @@ int run_compare(CompareArguments& args)
 			      args.untouched,	       args.repeat};
 	setup.max_bandwidth_bytes_per_second = config.max_bandwidth_bytes_per_second;
 	setup.max_rounds = config.max_rounds;
+	setup.host_costs = host_costs;
+	setup.host_costs_from = host_costs_from;
 	// Every strategy runs --repeat times: each table row is a median, and the summary pairs
 	// run i of zero-detect with run i of hint+zero-detect.
 	const size_t runs_per_workload = strategies.size() * args.repeat;
@@ -432,6 +510,17 @@ void add_compare_command(CLI::App& app, int* exit_status)
 			"one device share one prepared guest")
 		->check(CLI::Range(1u, 50u))
 		->capture_default_str();
+	auto* costs_option = cmd->add_option(
+		"--host-costs", args->host_costs,
+		"ZERO_NS,SEND_NS: another host's per-page costs (the zero check per page checked, "
+		"the rest of the sending CPU per page sent, as the costs line under each table "
+		"measures them here), to answer for that host too: each run's rounds are re-paced "
+		"with them and the hinted time ratio printed for it");
+	cmd->add_option("--host-costs-file", args->host_costs_file,
+			"The same from a JSON file: an object with zero_check_ns_per_page and "
+			"send_ns_per_page, or compare's own --json from that host (its first "
+			"workload's costs)")
+		->excludes(costs_option);
 	cmd->add_option("--json", args->json_path, "Write the results as JSON to FILE");
 	cmd->add_option("--csv", args->csv_path, "Write the results as CSV to FILE");
 	cmd->add_option("--plot", args->plot_path,

@@ -112,6 +112,7 @@ const ComparisonRow* median_run(std::vector<const ComparisonRow*> runs)
 struct PairedRatios {
 	std::vector<double> time, host_cpu, bytes;
 	std::vector<std::vector<double>> time_at_link; // per crossover link
+	std::vector<double> time_with_host_costs;      // setup.host_costs given
 };
 
 PairedRatios paired_ratios(const ComparisonSetup& setup, const std::vector<ComparisonRow>& rows,
@@ -145,6 +146,14 @@ PairedRatios paired_ratios(const ComparisonSetup& setup, const std::vector<Compa
 						 setup.max_bandwidth_bytes_per_second) /
 				total_ms_at_link(b, links[l],
 						 setup.max_bandwidth_bytes_per_second));
+		if (setup.host_costs)
+			out.time_with_host_costs.push_back(
+				total_ms_with_costs(h, *setup.host_costs,
+						    setup.link_bytes_per_second,
+						    setup.max_bandwidth_bytes_per_second) /
+				total_ms_with_costs(b, *setup.host_costs,
+						    setup.link_bytes_per_second,
+						    setup.max_bandwidth_bytes_per_second));
 	}
 	return out;
 }
@@ -347,6 +356,14 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 			line += fmt::format("{} {} {}", l ? " |" : "", link_name(links[l]),
 					    spread_text(spread_of(pairs.time_at_link[l])));
 		out += line + "\n";
+		if (setup.host_costs)
+			out += fmt::format(
+				"on the host of {} (zero check {:.0f} ns, sending {:.0f} ns a page "
+				"sent), at {}: time {}\n",
+				setup.host_costs_from, setup.host_costs->zero_check_ns_per_page,
+				setup.host_costs->send_ns_per_page,
+				link_name(setup.link_bytes_per_second),
+				spread_text(spread_of(pairs.time_with_host_costs)));
 	}
 	out += "\ncrossover: each run's measured bytes and CPU per round, paced again at each link; an idle "
 	       "guest's hints would land at other 50 ms boundaries and a busy guest dirty more or less at "
@@ -403,12 +420,17 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				gbit = links[l] * 8 / 1e9;
 			crossover.push_back({{"link_gbit", gbit}, {"time_ratio", spread_json(spread_of(pairs.time_at_link[l]))}});
 		}
-		summary.push_back({{"workload", workload},
-				   {"runs", pairs.time.size()},
-				   {"time_ratio", spread_json(spread_of(pairs.time))},
-				   {"host_cpu_ratio", spread_json(spread_of(pairs.host_cpu))},
-				   {"bytes_ratio", spread_json(spread_of(pairs.bytes))},
-				   {"crossover", crossover}});
+		nlohmann::ordered_json entry = {
+			{"workload", workload},
+			{"runs", pairs.time.size()},
+			{"time_ratio", spread_json(spread_of(pairs.time))},
+			{"host_cpu_ratio", spread_json(spread_of(pairs.host_cpu))},
+			{"bytes_ratio", spread_json(spread_of(pairs.bytes))},
+			{"crossover", crossover}};
+		if (setup.host_costs)
+			entry["time_ratio_with_host_costs"] =
+				spread_json(spread_of(pairs.time_with_host_costs));
+		summary.push_back(entry);
 	}
 	nlohmann::ordered_json costs = nlohmann::ordered_json::array();
 	for (const std::string& workload : workloads_in_order(rows)) {
@@ -430,6 +452,11 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				 {"bulk_pass_end_ms", c.bulk_pass_end_ms},
 				 {"bulk_pass_pages_hinted", c.bulk_pass_pages_hinted}});
 	}
+	nlohmann::ordered_json host_costs = nullptr;
+	if (setup.host_costs)
+		host_costs = {{"from", setup.host_costs_from},
+			      {"zero_check_ns_per_page", setup.host_costs->zero_check_ns_per_page},
+			      {"send_ns_per_page", setup.host_costs->send_ns_per_page}};
 	nlohmann::ordered_json link = nullptr;
 	if (setup.link_bytes_per_second != migration::kUnlimitedLink)
 		link = setup.link_bytes_per_second;
@@ -445,7 +472,8 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 		  {"downtime_limit_ms", setup.downtime_limit_ms},
 		  {"untouched", setup.untouched},
 		  {"repeat", setup.repeat},
-		  {"max_rounds", setup.max_rounds}}},
+		  {"max_rounds", setup.max_rounds},
+		  {"host_costs", host_costs}}},
 		{"results", results},
 		{"summary", summary},
 		{"costs", costs}};

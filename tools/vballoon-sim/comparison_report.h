@@ -12,9 +12,11 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "crossover.h"
 #include "migration/migration.h"
 
 namespace vbsim
@@ -41,6 +43,10 @@ struct ComparisonSetup {
 	double max_bandwidth_bytes_per_second = migration::kUnlimitedLink;
 	// MigrationConfig::max_rounds: where a migration that does not converge is stopped.
 	unsigned max_rounds = migration::MigrationConfig{}.max_rounds;
+	// A host's own per-page costs to answer for (compare --host-costs), and where they came
+	// from; none: only this machine's answer.
+	std::optional<HostCosts> host_costs{};
+	std::string host_costs_from{};
 };
 
 // What drove a workload's figures on the machine that ran them: the per-page costs measured in
@@ -78,7 +84,8 @@ std::string comparison_tables(const ComparisonSetup& setup, const std::vector<Co
 // "dirty_bytes_per_second", "pending_bytes", "threshold_bytes", "sent_bytes_per_second", "total_ms",
 // "downtime_ms", "fixed_ms", "first_hint_ms", "verified"}, ...], "summary": [{"workload", "runs", "time_ratio",
 // "host_cpu_ratio", "bytes_ratio", "crossover": [{"link_gbit", "time_ratio"}]}]} (over the
-// pairs whose runs both converged; none: no summary); a ratio is {"median", "min", "max"};
+// pairs whose runs both converged; none: no summary; with host costs also
+// "time_ratio_with_host_costs" at the runs' link); a ratio is {"median", "min", "max"};
 // an unlimited link is null; "costs": [{"workload", and MeasuredCosts' fields}] for each
 // workload with a base run.
 nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,

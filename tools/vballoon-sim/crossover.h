@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// Where hints pay: a run's total time at another link, and the spread of a ratio over
-// repeated runs.
+// Where hints pay: a run's total time at another link or on a host with other per-page
+// costs, and the spread of a ratio over repeated runs.
 //
 // total_ms_at_link() keeps everything the run measured (pages and bytes per round, each
 // round's CPU critical path, syncs, setup, VM stop) and recomputes only the pacing: each
@@ -24,6 +24,22 @@ namespace vbsim
 
 double total_ms_at_link(const migration::MigrationResult& run, double link_bytes_per_second,
 			double max_bandwidth_bytes_per_second = migration::kUnlimitedLink);
+
+// A host's own per-page costs: what compare's costs line measured on it (MeasuredCosts,
+// zero_check_ns_per_page and send_ns_per_page), or figures known otherwise.
+struct HostCosts {
+	double zero_check_ns_per_page = 0;
+	double send_ns_per_page = 0;
+};
+
+// The run's total time on a host with those costs, at a link: each round's CPU critical path
+// is scaled by what its pages (checked for zero, sent) cost there against what they cost in
+// this run (the run's own per-page costs, over all its rounds), then paced as
+// total_ms_at_link() does. Syncs, setup and the VM stop stay as measured, and so do when hints
+// landed and what a busy guest dirtied: the same limits as the crossover line.
+double total_ms_with_costs(const migration::MigrationResult& run, const HostCosts& costs,
+			   double link_bytes_per_second,
+			   double max_bandwidth_bytes_per_second = migration::kUnlimitedLink);
 
 struct Spread {
 	double median = 0;
