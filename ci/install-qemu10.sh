@@ -63,7 +63,6 @@ if [ "${1:-}" = "--print-path" ]; then
 fi
 prefix=$(newest_cached)
 if [ -n "$prefix" ]; then
-	echo "$me: cached: $(sed -n 's/^version=//p' "$prefix/.vballoon-unpacked")" >&2
 	echo "$prefix/qemu-system-x86_64"
 	exit 0
 fi
