@@ -26,7 +26,7 @@
 # leaves no marker and starts over.
 #
 # Cost here (2 cores, deb.debian.org): 13.4 MB downloaded (qemu-system-x86 10.2 MB, -data 2.1
-# MB, -common 0.96 MB, seabios 0.16 MB), 86 MB unpacked; 3.1 s fresh with apt's lists
+# MB, -common 0.96 MB, seabios 0.16 MB), 86 MB unpacked; 2.8-3.1 s fresh with apt's lists
 # current (an `apt-get update` for an added backports entry comes on top), 0.01 s cached.
 #
 # Why not the other two ways:
@@ -34,13 +34,15 @@
 #   that root is 970 MB and 73-94 s here before QEMU; adding QEMU changes its package set (and
 #   so its cache key: the whole root is rebuilt) and pulls trixie's own copies of some 30
 #   libraries, and every guest would run through a chroot that must see the suite's sockets,
-#   images and /dev/kvm, with the harness's pdeathsig crossing the chroot. A few minutes once and
-#   more moving parts, for the same binary: the backport is built from the same 10.0.2 source.
+#   images and /dev/kvm, with the harness's pdeathsig crossing the chroot. A few minutes once
+#   (an estimate: not built here) and more moving parts, for the same stable branch (trixie
+#   has 10.0.13 today; the backport is 10.0.2, built for bookworm's libraries).
 # - Building from Debian's source package, as qemu/build-patched-qemu.sh does for 7.2:
 #   7.2's 1440 ninja steps take 6-7 min of an idle 2-core machine and 16 min on a loaded one;
-#   10.0 has more of them and wants build dependencies bookworm lacks in the versions its
-#   debian/control names (meson, libslirp, ...), so at least as long again, on every fresh CI
-#   machine, to obtain a binary Debian already built. Worth it only for a patched QEMU 10.
+#   10.0 has more of them, and its source package wants meson >> 1.5 (bookworm has 1.0.1,
+#   bookworm-backports 1.7, which the build would install over the system's) and a 39 MB
+#   source download: 7 min or more of CPU, on every fresh CI machine, to obtain the binary
+#   Debian already built from that source. Worth it only for a patched QEMU 10.
 #
 # Needs root (or sudo) on a fresh machine: apt's sources and the cache folder.
 set -eu
