@@ -12,9 +12,11 @@
 # (qemu/build-patched-qemu.sh: dpkg-dev for apt-get source, meson, pkg-config,
 # python3-setuptools, glib, pixman, libfdt; the script adds the deb-src entry it needs); the
 # Debian 13 root that builds with Debian 13's gcc-14, glibc and pahole, and the testing root
-# with testing's gcc-16 (mmdebstrap, ci/debian-root.sh).
+# with testing's gcc-16 (mmdebstrap, ci/debian-root.sh); QEMU 10.0 from bookworm-backports,
+# unpacked beside the installed 7.2, never installed (ci/install-qemu10.sh; the guest suite's
+# test_qemu10.py).
 #
-# Idempotent and quiet: when every package is already installed and the 6.12 headers are
+# Idempotent and quiet: when every package is already installed, the 6.12 headers and QEMU 10 are
 # unpacked it does nothing, not even `apt-get update`. Needs root (or sudo) only when
 # something is missing.
 set -eu
@@ -52,6 +54,11 @@ kernel_6_12() {
 	"$(dirname "$0")/install-kernel-6.12.sh" >/dev/null
 }
 
+# After kernel_6_12, which adds the bookworm-backports entry both use.
+qemu_10() {
+	"$(dirname "$0")/install-qemu10.sh" >/dev/null
+}
+
 missing=""
 for p in $PACKAGES; do
     # "install ok installed" is the only state that means the package is usable.
@@ -63,6 +70,7 @@ done
 
 if [ -z "$missing" ]; then
     kernel_6_12
+    qemu_10
     exit 0
 fi
 
@@ -87,3 +95,4 @@ for p in $missing; do
 done
 
 kernel_6_12
+qemu_10

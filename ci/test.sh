@@ -26,7 +26,11 @@
 #      beside it (two TCG guests fit on two cores) the kernel matrix's selections on
 #      Debian's 6.12 ($KERNEL_MATRIX_TESTS, our module) and on 7.x ($KERNEL_7_TESTS, both
 #      drivers); then Debian's QEMU 7.2 built with qemu/patches (qemu/build-patched-qemu.sh,
-#      cached) and the chunked tests against it on 6.1 (-m patched_qemu)
+#      cached) and the chunked tests against it on 6.1 (-m patched_qemu); then live
+#      migrations between two real QEMU 10.0 processes (Debian's, bookworm-backports,
+#      unpacked beside 7.2 by ci/install-qemu10.sh through install-deps.sh) on 6.1: multifd
+#      channels x zero-page-detection, hinted against not (-m qemu10, about 1.5 min; its
+#      smoke cell is in the default run above)
 #  10. DKMS from a clean clone, for every line but testing's (its root has the module build
 #      only): 6.1 and 6.12 on the machine, Debian 13's 6.12 and 7.x in the Debian 13 root
 #      (its dkms 3.2)
@@ -151,6 +155,8 @@ step "patched QEMU 7.2 (qemu/patches): build"
 qemu/build-patched-qemu.sh >/dev/null
 step "QEMU guest suite (6.1) against the patched QEMU: chunks"
 /usr/bin/python3 -m pytest tests/guest -v --durations=5 -m patched_qemu
+step "QEMU guest suite (6.1) on QEMU 10.0: live migrations to a real destination"
+/usr/bin/python3 -m pytest tests/guest -v -s --durations=5 -m qemu10
 
 step "kernel module packaged with DKMS (clean clone; add, build, install, remove): 6.1, 6.12; Debian 13's 6.12 and 7.x in the Debian 13 root"
 ci/dkms-build.sh

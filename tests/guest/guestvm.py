@@ -199,7 +199,10 @@ class GuestVM:
         ] + port + ["-device", f"virtio-balloon-pci,id=balloon0{props}", *self.extra_args] + (
             ["-incoming", self.incoming] if self.incoming else [])
 
-    def start(self, boot_timeout: float = 90.0) -> "GuestVM":
+    def start(self, boot_timeout: float = 90.0, wait_incoming: bool = True) -> "GuestVM":
+        """Boot, or with `incoming` start QEMU on the stream; wait_incoming=False returns as
+        soon as QMP answers (a live destination, `-incoming defer`: the caller sets it up,
+        runs migrate-incoming and waits for the stream itself)."""
         if shutil.which(self.qemu) is None:
             raise GuestError(f"{self.qemu} not found: run ci/install-deps.sh (qemu-system-x86)")
         os.makedirs(self.log_dir, exist_ok=True)
@@ -243,7 +246,8 @@ class GuestVM:
                            connect_timeout=max(deadline - time.monotonic(), 1),
                            is_alive=lambda: self.proc.poll() is None)
             if self.incoming:
-                self._wait_incoming(deadline)
+                if wait_incoming:
+                    self._wait_incoming(deadline)
             else:
                 self._wait_line(b"@@READY", deadline, "the guest's /init to come up")
             self.boot_seconds = time.monotonic() - t0
