@@ -21,8 +21,12 @@ struct HostProfile {
 	const char* name;
 	const char* models; // one line: what the profile stands for
 	unsigned default_threads;
-	ZeroDetectionPlace zero_detection_place;
-	uint32_t zero_page_extra_bytes; // the legacy stream's fill byte, none with multifd
+	// Where pages are checked for zero with one stream (--threads 1: QEMU without multifd)
+	// and with multifd channels (--threads 2 and up). A zero page checked in the migration
+	// thread goes as the legacy stream's record, with its fill byte; one checked in a
+	// sender thread as an offset in the multifd packet, with none.
+	ZeroDetectionPlace single_stream_zero_detection;
+	ZeroDetectionPlace multifd_zero_detection;
 	HintApplication hint_application;
 	ReportedPages reported_pages;
 	ConvergenceRule convergence;
@@ -34,8 +38,11 @@ struct HostProfile {
 	bool zero_detection_optional;
 };
 
-std::span<const HostProfile> all_host_profiles(); // qemu-7.2 (the default), qemu-9, ideal
+std::span<const HostProfile> all_host_profiles(); // qemu-7.2 (the default), qemu-10, ideal
+// By name, or by an older name that stands for the same mechanisms (qemu-9: qemu-10).
 const HostProfile* find_host_profile(std::string_view name);
+// Every name find_host_profile() takes.
+std::vector<std::string_view> host_profile_names();
 // The profile's settings into `config`, with `threads` channels (0: the profile's default).
 void apply_host_profile(const HostProfile& profile, unsigned threads, MigrationConfig& config);
 // The strategies this host can run, in all_strategies() order.

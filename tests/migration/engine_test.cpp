@@ -702,6 +702,15 @@ TEST(HostProfiles, Qemu72ScansReportedPagesAsZeroPages)
 	EXPECT_GE(whole.pages_sent, kRam / 4096);
 }
 
+TEST(HostProfiles, Qemu9IsQemu10AndEveryNameIsFound)
+{
+	EXPECT_EQ(find_host_profile("qemu-9"), find_host_profile("qemu-10"));
+	EXPECT_EQ(find_host_profile("qemu-2.12"), nullptr);
+	for (std::string_view name : host_profile_names())
+		EXPECT_NE(find_host_profile(name), nullptr) << name;
+	EXPECT_EQ(host_profile_names().size(), all_host_profiles().size() + 1);
+}
+
 TEST(HostProfiles, EachProfileSetsItsMechanisms)
 {
 	MigrationConfig c;
@@ -710,11 +719,22 @@ TEST(HostProfiles, EachProfileSetsItsMechanisms)
 	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kMigrationThread);
 	EXPECT_EQ(c.hint_application, HintApplication::kAtIterationBoundaries);
 	EXPECT_EQ(c.reported_pages, ReportedPages::kScanned);
-	apply_host_profile(*find_host_profile("qemu-9"), 4, c);
+	EXPECT_EQ(c.zero_page_extra_bytes, 1u);
+	apply_host_profile(*find_host_profile("qemu-10"), 4, c);
 	EXPECT_EQ(c.sender_threads, 4u);
 	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kSenderThreads);
+	EXPECT_EQ(c.zero_page_extra_bytes, 0u);
 	EXPECT_EQ(c.hint_application, HintApplication::kAtIterationBoundaries);
 	EXPECT_EQ(c.stream, ChannelStream::kSocketPair);
+	// QEMU 10 without multifd (its default) checks in the migration thread, into the pipe.
+	apply_host_profile(*find_host_profile("qemu-10"), 0, c);
+	EXPECT_EQ(c.sender_threads, 1u);
+	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kMigrationThread);
+	EXPECT_EQ(c.zero_page_extra_bytes, 1u);
+	EXPECT_EQ(c.stream, ChannelStream::kPipe);
+	// 7.2's multifd channels still leave the zero checks to the migration thread.
+	apply_host_profile(*find_host_profile("qemu-7.2"), 4, c);
+	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kMigrationThread);
 	apply_host_profile(*find_host_profile("qemu-7.2"), 2, c); // multifd: sockets
 	EXPECT_EQ(c.stream, ChannelStream::kSocketPair);
 	apply_host_profile(*find_host_profile("qemu-7.2"), 0, c); // exec:cat's pipe

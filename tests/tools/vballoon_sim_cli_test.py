@@ -3,7 +3,7 @@
 """The vballoon-sim binary end to end on a small guest.
 
 compare: by default a host runs the strategies it has (qemu-7.2 checks every page for zero:
-no none, hint or report alone; qemu-9 all six), its ratios then against zero-detect; with
+no none, hint or report alone; qemu-10 and its older name qemu-9 all six), its ratios then against zero-detect; with
 --strategy all every workload and strategy runs (each twice, --repeat 2), the JSON has the documented shape, the
 header names the host profile and link, each workload has its hint+zero-detect against
 zero-detect line and crossover line (the summary's ratios ordered min <= median <= max, the
@@ -153,7 +153,7 @@ def check_compare(binary, scratch):
 
 def check_default_strategies(binary, scratch):
     expected = {"qemu-7.2": ["zero-detect", "hint+zero-detect", "report+zero-detect"],
-                "qemu-9": STRATEGIES}
+                "qemu-10": STRATEGIES, "qemu-9": STRATEGIES}
     for host, strategies in expected.items():
         json_path = os.path.join(scratch, f"default-{host}.json")
         proc = run(binary, "compare", "--ram-mib", RAM_MIB, "--workload", "fresh", "--repeat", "1",

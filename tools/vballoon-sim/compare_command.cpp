@@ -459,15 +459,16 @@ void add_compare_command(CLI::App& app, int* exit_status)
 				fmt::format("{}", fmt::join(strategy_names(), ", ")) +
 				". Default: those the host can run (qemu-7.2 checks every "
 				"page for zero, so zero-detect, hint+zero-detect, "
-				"report+zero-detect; qemu-9 and ideal: all)")
+				"report+zero-detect; qemu-10 and ideal: all)")
 		->delimiter(',')
 		->check(CLI::IsMember(strategy_choices));
 	std::string hosts_help = "Host profile, what the migrating host is:";
-	std::vector<std::string> host_names;
-	for (const migration::HostProfile& profile : migration::all_host_profiles()) {
+	for (const migration::HostProfile& profile : migration::all_host_profiles())
 		hosts_help += fmt::format("\n  {}: {}", profile.name, profile.models);
-		host_names.push_back(profile.name);
-	}
+	hosts_help += "\n  qemu-9: the same as qemu-10";
+	std::vector<std::string> host_names;
+	for (std::string_view name : migration::host_profile_names())
+		host_names.emplace_back(name);
 	cmd->add_option("--host", args->host, hosts_help)->check(CLI::IsMember(host_names))->capture_default_str();
 	cmd->add_option("--link-gbit", args->link_gbit,
 			"Link bandwidth in Gbit/s, or unlimited. A rate on model time, never a sleep. "
@@ -482,10 +483,11 @@ void add_compare_command(CLI::App& app, int* exit_status)
 		   "link's speed. Default unlimited, as libvirt sets it")
 		->check(CLI::Validator(check_link, "GBIT|unlimited"))
 		->capture_default_str();
-	cmd->add_option("--threads", args->threads,
-			"Sender channels (socket + sender thread + receiver thread each); default: the "
-			"host's (qemu-7.2: 1, the migration thread's own stream; qemu-9 and ideal: 2 "
-			"multifd channels)")
+	cmd->add_option(
+		   "--threads", args->threads,
+		   "Sender channels (socket + sender thread + receiver thread each); default: the "
+		   "host's (qemu-7.2 and qemu-10: 1, the migration thread's own stream; ideal: 2 "
+		   "multifd channels)")
 		->check(CLI::Range(1u, 64u));
 	cmd->add_option("--downtime-ms", args->downtime_ms, "Downtime limit in ms (QEMU's default: 300)")
 		->check(CLI::Range(1.0, 600000.0))
