@@ -3,8 +3,9 @@
 """The migration model beside real QEMU 7.2: the calibration table.
 
 Reads the real figures (by default tests/guest/calibration/qemu-7.2-idle-20261203.json, the
-latest, written by `pytest tests/guest -m calibration`), runs `vballoon-sim compare --host
-qemu-7.2` on the same scenario (2048 MiB guest, the same workloads from the same generator, unlimited and
+latest, written by `pytest tests/guest -m calibration`; `VBALLOON_QEMU=` a QEMU 10 binary
+writes QEMU 10's), runs `vballoon-sim compare --host qemu-7.2` (or `qemu-10` for a QEMU 9 or 10
+file, or `--host`) on the same scenario (2048 MiB guest, the same workloads from the same generator, unlimited and
 max-bandwidth 1 Gbit/s, three runs each) and prints one markdown table: per workload, link and strategy the
 median and min-max of bytes sent, normal and zero pages, bitmap syncs (QEMU's dirty-sync-count,
 the model's bitmap_syncs, counted the same way) and total
@@ -42,20 +43,29 @@ LINKS = {"unlimited": ["--link-gbit", "unlimited"],
 REPEAT = 3
 
 
-def compare_command(sim: str, link: str, out_json: str) -> list[str]:
-    return [sim, "compare", "--host", "qemu-7.2", "--ram-mib", "2048",
+def host_of(real: dict) -> str:
+    """The host profile that stands for the real file's QEMU: qemu-10 for 9.x and 10.x,
+    qemu-7.2 otherwise."""
+    version = real["how"].get("qemu", "")
+    words = version.split()
+    number = words[3] if len(words) > 3 and words[:3] == ["QEMU", "emulator", "version"] else ""
+    return "qemu-10" if number.split(".")[0] in ("9", "10") else "qemu-7.2"
+
+
+def compare_command(sim: str, link: str, out_json: str, host: str = "qemu-7.2") -> list[str]:
+    return [sim, "compare", "--host", host, "--ram-mib", "2048",
             "--workload", ",".join(WORKLOADS),
             "--strategy", ",".join(s for s in REAL_TO_MODEL.values() if s),
             *LINKS[link], "--repeat", str(REPEAT), "--json", out_json]
 
 
-def run_model(sim: str) -> dict:
+def run_model(sim: str, host: str) -> dict:
     """{link: [result rows]} from compare's JSON, one compare run per link."""
     out = {}
     for link in LINKS:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "model.json")
-            cmd = compare_command(sim, link, path)
+            cmd = compare_command(sim, link, path, host)
             print("running: " + " ".join(cmd), file=sys.stderr)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             with open(path) as f:
@@ -141,15 +151,18 @@ def main(argv=None) -> int:
     ap.add_argument("--model-json", help="a saved model run ({link: compare JSON}) instead of running compare")
     ap.add_argument("--save-model", help="write the model run ({link: compare JSON}) here")
     ap.add_argument("--real-only", action="store_true", help="print the real figures alone")
+    ap.add_argument("--host", help="the model's host profile (default: the one for the real "
+                    "file's QEMU, qemu-10 for 9.x and 10.x, else qemu-7.2)")
     args = ap.parse_args(argv)
     with open(args.real) as f:
         real = json.load(f)
+    host = args.host or host_of(real)
     model = None
     if args.model_json:
         with open(args.model_json) as f:
             model = json.load(f)
     elif not args.real_only:
-        model = run_model(args.sim)
+        model = run_model(args.sim, host)
     if args.save_model and model is not None:
         with open(args.save_model, "w") as f:
             json.dump(model, f, indent=1)
@@ -157,7 +170,7 @@ def main(argv=None) -> int:
     print(f"real: {how['qemu']}, {how['accel']}, {how['guest_ram_mib']} MiB, {how['driver']}, "
           f"{how['migration']}; {how['written']}")
     if model is not None:
-        print("model: " + " ".join(compare_command("vballoon-sim", "1gbit", "F")[1:]).replace(
+        print("model: " + " ".join(compare_command("vballoon-sim", "1gbit", "F", host)[1:]).replace(
             "--max-bandwidth-gbit 1", "[--max-bandwidth-gbit 1]"))
     print()
     print(table(real, model))
