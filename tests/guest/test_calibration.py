@@ -24,7 +24,9 @@ rates vbwork reached (SIGUSR1). Written as JSON ($VBALLOON_CALIBRATION_JSON, def
 qemu-7.2-idle-20261203.json).
 
 Marked calibration and left out of the default run: `pytest tests/guest -m calibration`
-(about 11 minutes here, load average 5-11).
+(about 11 minutes here, load average 5-11). With `VBALLOON_QEMU=$(ci/install-qemu10.sh)` the
+same runs go through QEMU 10.0 (multifd off, its default, into the same pipe; the JSON names
+the QEMU): tests/guest/calibration/qemu-10.0-*.json.
 """
 
 from __future__ import annotations
