@@ -304,6 +304,11 @@ def _leak_snapshot(vm) -> dict:
 LEAK_WARMUP_CYCLES = 10
 LEAK_CYCLES = 36
 LEAK_WINDOW = 8
+# VmallocUsed counts whole pages, so a vmalloc leak is at least a page per cycle: 84 KiB
+# over the 21 cycles between the windows' nearest members. The bound stays under that and
+# above the drift seen without a leak (7.3.4 moved it by 68 KiB once, lazily freed areas
+# not yet purged).
+LEAK_VMALLOC_BOUND_KIB = (LEAK_CYCLES - 2 * LEAK_WINDOW + 1) * 4 - 4
 
 
 def _leak_bounds(kver: str) -> tuple[int, int]:
@@ -369,4 +374,5 @@ def test_load_unload_cycles_leak_nothing(plain_vm, driver):
     free_bound, slab_bound = _leak_bounds(driver.image.kver)
     assert before["free"] - after["free"] <= free_bound, (before, after, first, last)
     assert after["SUnreclaim"] - before["SUnreclaim"] <= slab_bound, (before, after, first, last)
-    assert after["VmallocUsed"] - before["VmallocUsed"] <= 64, (before, after, first, last)
+    assert after["VmallocUsed"] - before["VmallocUsed"] <= LEAK_VMALLOC_BOUND_KIB, \
+        (before, after, first, last)
