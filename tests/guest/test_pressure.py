@@ -47,14 +47,9 @@ def fail(msg: str):
 
 
 @pytest.fixture(scope="module")
-def setup():
+def setup(vballoon_image):
     ko = guest_image.default_vballoon_ko()
-    if not os.path.isfile(ko):
-        fail(guest_image.missing_vballoon_message(ko))
-    try:
-        img = guest_image.prepare(ko)
-    except guest_image.ImageError as e:
-        fail(f"preparing the guest image failed: {e}")
+    img = vballoon_image.image
     work = guest_image.work_dir()
     return {"img": img, "ko_params": pressure.module_params(ko),
             "disk": pressure.disk_path(work, CFG.file_mib),
