@@ -2,6 +2,8 @@
 #include "migration/channel.h"
 
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +13,8 @@
 #include <memory>
 #include <stdexcept>
 #include <system_error>
+#include <tuple>
+#include <utility>
 
 #include "memory/guest_memory.h"
 #include "migration/zero_page.h"
@@ -44,26 +48,33 @@ constexpr uint64_t kFlagMask = kPage - 1;
 
 namespace
 {
+// The stream's reader reads as cat does, into buffers of cat's size (a read of a pipe returns
+// at most what it holds, 64 KiB); the applier wakes for a batch of them, for a sync, or at
+// the end, so that it rarely runs while the two ends hand the stream back and forth; the
+// reader waits for room only if the applier falls a long way behind.
+constexpr size_t kReadBytes = 128 << 10;
+constexpr size_t kApplyBatchBytes = 4 << 20;
+constexpr size_t kMostQueuedBytes = 256 << 20;
+constexpr unsigned kReadsPerRunqueueSample = 16;
+} // namespace
 
-// Reads the receiver's end in large blocks and hands out exact byte counts. With
-// `copy_ns`, it adds there the CPU time of its reads that returned data (the copy out of
-// the stream, on its thread clock).
-class BufferedReader
+// The applier's view of the reader's chunks as one stream.
+class Channel::ChunkReader
 {
 public:
-	explicit BufferedReader(int fd, std::atomic<uint64_t>* copy_ns = nullptr)
-	    : fd_(fd), copy_ns_(copy_ns), buffer_(new uint8_t[kSize])
-	{
-	}
+	explicit ChunkReader(Channel& channel) : channel_(channel) {}
+	~ChunkReader() { give_back(); }
+	ChunkReader(const ChunkReader&) = delete;
+	ChunkReader& operator=(const ChunkReader&) = delete;
 
-	// False at end of stream (or an error) before `n` bytes arrived.
-	bool read_exact(uint8_t* to, size_t n, std::atomic<uint64_t>& counted)
+	// False at the end of the stream before `n` bytes came.
+	bool read_exact(uint8_t* to, size_t n)
 	{
 		while (n > 0) {
-			if (begin_ == end_ && !refill(counted))
+			if (begin_ == chunk_.size && !refill())
 				return false;
-			const size_t take = std::min(n, end_ - begin_);
-			std::memcpy(to, data_ + begin_, take);
+			const size_t take = std::min(n, chunk_.size - begin_);
+			std::memcpy(to, chunk_.bytes.get() + begin_, take);
 			begin_ += take;
 			to += take;
 			n -= take;
@@ -71,52 +82,83 @@ public:
 		return true;
 	}
 
-	// `n` bytes: where they lie in the buffer if they are there whole, else read into
-	// `scratch` (nullptr at end of stream). Saves a copy per page, as a reader like cat
-	// makes one copy of what it reads.
-	const uint8_t* take(size_t n, uint8_t* scratch, std::atomic<uint64_t>& counted)
+	// `n` bytes: where they lie in the chunk if they are there whole, else copied into
+	// `scratch` (nullptr at the end of the stream).
+	const uint8_t* take(size_t n, uint8_t* scratch)
 	{
-		if (begin_ == end_ && !refill(counted))
+		if (begin_ == chunk_.size && !refill())
 			return nullptr;
-		if (end_ - begin_ >= n) {
-			const uint8_t* at = data_ + begin_;
+		if (chunk_.size - begin_ >= n) {
+			const uint8_t* at = chunk_.bytes.get() + begin_;
 			begin_ += n;
 			return at;
 		}
-		return read_exact(scratch, n, counted) ? scratch : nullptr;
+		return read_exact(scratch, n) ? scratch : nullptr;
 	}
 
 private:
-	static constexpr size_t kSize = 1 << 20;
-
-	bool refill(std::atomic<uint64_t>& counted)
+	bool refill()
 	{
-		for (;;) {
-			const uint64_t cpu0 = copy_ns_ ? thread_cpu_ns() : 0;
-			const ssize_t got = read(fd_, buffer_.get(), kSize);
-			if (got > 0) {
-				if (copy_ns_)
-					copy_ns_->fetch_add(thread_cpu_ns() - cpu0,
-							    std::memory_order_relaxed);
-				data_ = buffer_.get();
-				begin_ = 0;
-				end_ = size_t(got);
-				counted.fetch_add(uint64_t(got), std::memory_order_relaxed);
-				return true;
-			}
-			if (got < 0 && errno == EINTR)
-				continue;
-			return false;
-		}
+		give_back();
+		begin_ = 0;
+		return channel_.next_chunk(chunk_);
 	}
 
-	int fd_;
-	std::atomic<uint64_t>* copy_ns_;
-	std::unique_ptr<uint8_t[]> buffer_;
-	const uint8_t* data_ = nullptr;
+	void give_back()
+	{
+		if (!chunk_.bytes)
+			return;
+		std::lock_guard lock(channel_.chunks_mutex_);
+		chunk_.size = 0;
+		channel_.spare_chunks_.push_back(std::move(chunk_));
+		chunk_ = Chunk{};
+	}
+
+	Channel& channel_;
+	Chunk chunk_;
 	size_t begin_ = 0;
-	size_t end_ = 0;
 };
+
+namespace
+{
+
+// A loopback TCP connection, as a QEMU source and its destination on one host have:
+// {sender's end, receiver's end}.
+std::pair<int, int> loopback_tcp_connection()
+{
+	auto fail = [](const char* what) {
+		throw std::system_error(errno, std::generic_category(), what);
+	};
+	const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (listener < 0)
+		fail("socket for a migration channel's listener");
+	sockaddr_in address{};
+	address.sin_family = AF_INET;
+	address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	address.sin_port = 0;
+	socklen_t length = sizeof(address);
+	if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+	    listen(listener, 1) != 0 ||
+	    getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+		close(listener);
+		fail("listening on loopback for a migration channel");
+	}
+	const int sender = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sender < 0 ||
+	    connect(sender, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+		if (sender >= 0)
+			close(sender);
+		close(listener);
+		fail("connecting a migration channel over loopback");
+	}
+	const int receiver = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+	close(listener);
+	if (receiver < 0) {
+		close(sender);
+		fail("accepting a migration channel over loopback");
+	}
+	return {sender, receiver};
+}
 
 } // namespace
 
@@ -124,22 +166,29 @@ Channel::Channel(DestinationImage& destination, uint32_t zero_extra_bytes, Chann
     : destination_(destination), zero_extra_bytes_(zero_extra_bytes), stream_(stream)
 {
 	int fds[2];
-	if (stream == ChannelStream::kPipe) {
+	switch (stream) {
+	case ChannelStream::kPipe:
 		// The kernel's default capacity, as QEMU's exec: pipe has (never resized).
 		if (pipe2(fds, O_CLOEXEC) != 0)
 			throw std::system_error(errno, std::generic_category(),
 						"pipe for a migration channel");
 		receive_fd_ = fds[0];
 		send_fd_ = fds[1];
-	} else {
+		break;
+	case ChannelStream::kTcp:
+		std::tie(send_fd_, receive_fd_) = loopback_tcp_connection();
+		break;
+	case ChannelStream::kSocketPair:
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
 			throw std::system_error(errno, std::generic_category(),
 						"socketpair for a migration channel");
 		send_fd_ = fds[0];
 		receive_fd_ = fds[1];
+		break;
 	}
 	queued_.reserve(1024);
 	receiver_ = std::thread([this] { receive(); });
+	stream_reader_ = std::thread([this] { read_stream(); });
 }
 
 Channel::~Channel()
@@ -151,6 +200,7 @@ Channel::~Channel()
 	} else {
 		shutdown(send_fd_, SHUT_WR);
 	}
+	stream_reader_.join();
 	receiver_.join();
 	if (send_fd_ >= 0)
 		close(send_fd_);
@@ -207,10 +257,31 @@ uint64_t Channel::flush()
 	return bytes;
 }
 
+uint64_t Channel::writer_wait_ns() const
+{
+	const uint64_t waited = writer_wait_ns_.load(std::memory_order_relaxed);
+	const uint64_t queued = reader_runqueue_ns_.load(std::memory_order_relaxed);
+	return waited > queued ? waited - queued : 0;
+}
+
 void Channel::write_all(struct iovec* iov, size_t count)
 {
+	const bool measured = waits_on_reader(stream_);
 	while (count > 0) {
+		const uint64_t wall0 = measured ? monotonic_ns() : 0;
+		const uint64_t cpu0 = measured ? thread_cpu_ns() : 0;
+		const uint64_t queued0 = measured ? thread_runqueue_wait_ns() : 0;
 		ssize_t done = writev(send_fd_, iov, int(count));
+		if (measured) {
+			// Signed: the two clocks tick apart, so a write that never slept can show
+			// a little more CPU than wall time.
+			const int64_t waited = int64_t(monotonic_ns() - wall0) -
+					       int64_t(thread_cpu_ns() - cpu0) -
+					       int64_t(thread_runqueue_wait_ns() - queued0);
+			if (waited > 0)
+				writer_wait_ns_.fetch_add(uint64_t(waited),
+							  std::memory_order_relaxed);
+		}
 		if (done < 0) {
 			if (errno == EINTR)
 				continue;
@@ -235,6 +306,8 @@ void Channel::sync()
 	std::unique_lock lock(mutex_);
 	const uint64_t target = ++syncs_sent_;
 	lock.unlock();
+	// Before the record is in the pipe: the reader's read of it then wakes the applier.
+	syncs_requested_.fetch_add(1, std::memory_order_release);
 	write_all(&iov, 1);
 	lock.lock();
 	synced_.wait(lock, [&] { return syncs_applied_ >= target || failed_.load(); });
@@ -242,10 +315,78 @@ void Channel::sync()
 		throw std::runtime_error("migration channel: the receiver stopped on a bad record");
 }
 
+void Channel::read_stream()
+{
+	unsigned reads = 0;
+	const uint64_t queued_at_start = thread_runqueue_wait_ns();
+	auto publish_runqueue_wait = [&] {
+		reader_runqueue_ns_.store(thread_runqueue_wait_ns() - queued_at_start,
+					  std::memory_order_relaxed);
+	};
+	for (;;) {
+		Chunk chunk;
+		{
+			std::unique_lock lock(chunks_mutex_);
+			chunks_room_.wait(lock, [&] { return queued_bytes_ < kMostQueuedBytes; });
+			if (!spare_chunks_.empty()) {
+				chunk = std::move(spare_chunks_.back());
+				spare_chunks_.pop_back();
+			}
+		}
+		if (!chunk.bytes)
+			chunk.bytes.reset(new uint8_t[kReadBytes]);
+		const uint64_t cpu0 = thread_cpu_ns();
+		const ssize_t got = read(receive_fd_, chunk.bytes.get(), kReadBytes);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			publish_runqueue_wait();
+			std::lock_guard lock(chunks_mutex_);
+			stream_ended_ = true;
+			chunks_ready_.notify_all();
+			return;
+		}
+		if (waits_on_reader(stream_))
+			reader_copy_ns_.fetch_add(thread_cpu_ns() - cpu0,
+						  std::memory_order_relaxed);
+		bytes_received_.fetch_add(uint64_t(got), std::memory_order_relaxed);
+		chunk.size = size_t(got);
+		const bool syncing = sync_pending();
+		if (syncing || ++reads % kReadsPerRunqueueSample == 0)
+			publish_runqueue_wait();
+		bool wake;
+		{
+			std::lock_guard lock(chunks_mutex_);
+			queued_bytes_ += chunk.size;
+			chunks_.push_back(std::move(chunk));
+			wake = syncing || queued_bytes_ >= kApplyBatchBytes;
+		}
+		if (wake)
+			chunks_ready_.notify_one();
+	}
+}
+
+bool Channel::next_chunk(Chunk& chunk)
+{
+	std::unique_lock lock(chunks_mutex_);
+	chunks_ready_.wait(lock, [&] {
+		return stream_ended_ ||
+		       (!chunks_.empty() && (queued_bytes_ >= kApplyBatchBytes || sync_pending()));
+	});
+	if (chunks_.empty())
+		return false; // ended, all applied
+	chunk = std::move(chunks_.front());
+	chunks_.pop_front();
+	const bool had_no_room = queued_bytes_ >= kMostQueuedBytes;
+	queued_bytes_ -= chunk.size;
+	if (had_no_room)
+		chunks_room_.notify_one();
+	return true;
+}
+
 void Channel::receive()
 {
-	BufferedReader reader(receive_fd_,
-			      stream_ == ChannelStream::kPipe ? &reader_copy_ns_ : nullptr);
+	ChunkReader reader(*this);
 	std::unique_ptr<uint8_t[]> page(new uint8_t[kPage]);
 	uint8_t fill[8];
 	// A bad record: say so, and keep draining so the sender never blocks on a full socket.
@@ -255,22 +396,22 @@ void Channel::receive()
 			std::lock_guard lock(mutex_);
 			synced_.notify_all();
 		}
-		while (reader.read_exact(page.get(), 1, bytes_received_)) {
+		while (reader.read_exact(page.get(), 1)) {
 		}
 	};
 	for (;;) {
 		uint64_t header = 0;
-		if (!reader.read_exact(reinterpret_cast<uint8_t*>(&header), kPageHeaderBytes, bytes_received_))
+		if (!reader.read_exact(reinterpret_cast<uint8_t*>(&header), kPageHeaderBytes))
 			break;
 		const uint64_t flags = header & kFlagMask;
 		const uint64_t page_index = header / kPage;
 		if (flags == kFlagPage) {
-			const uint8_t* data = reader.take(kPage, page.get(), bytes_received_);
+			const uint8_t* data = reader.take(kPage, page.get());
 			if (data == nullptr || !destination_.holds(page_index))
 				return fail();
 			destination_.receive_page(page_index, data);
 		} else if (flags == kFlagZero) {
-			if (!reader.read_exact(fill, zero_extra_bytes_, bytes_received_) ||
+			if (!reader.read_exact(fill, zero_extra_bytes_) ||
 			    !destination_.holds(page_index))
 				return fail();
 			destination_.receive_zero_page(page_index);
@@ -278,6 +419,7 @@ void Channel::receive()
 			receiver_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
 			std::lock_guard lock(mutex_);
 			syncs_applied_++;
+			syncs_applied_count_.fetch_add(1, std::memory_order_release);
 			synced_.notify_all();
 		} else {
 			return fail();

@@ -27,14 +27,16 @@ constexpr std::array kProfiles = {
 		ReportedPages::kScanned,
 		ConvergenceRule::kQemuPendingOverBandwidth,
 		ChannelStream::kPipe,
+		ChannelStream::kSocketPair,
 		false,
 	},
 	HostProfile{
 		"qemu-10",
 		"QEMU 9.0 to 10.0 (Debian 13's 10.0): as qemu-7.2 with one stream (multifd off, "
 		"QEMU's default: zero detection in the migration thread, exec:cat's pipe); with "
-		"--threads 2 or more, multifd channels that check their own pages for zero "
-		"(zero-page-detection=multifd, the default) and are synced once per pass; "
+		"--threads 2 or more (or --multifd-channels), multifd channels over loopback TCP "
+		"that check their own pages for zero (zero-page-detection=multifd, the default; "
+		"legacy: the migration thread) and are synced once per pass; "
 		"zero-page-detection=none possible (the strategies without zero-detect)",
 		1,
 		ZeroDetectionPlace::kMigrationThread,
@@ -43,6 +45,7 @@ constexpr std::array kProfiles = {
 		ReportedPages::kScanned,
 		ConvergenceRule::kQemuPendingOverBandwidth,
 		ChannelStream::kPipe,
+		ChannelStream::kTcp,
 		true,
 	},
 	HostProfile{
@@ -55,6 +58,7 @@ constexpr std::array kProfiles = {
 		HintApplication::kImmediately,
 		ReportedPages::kSkippedUnscanned,
 		ConvergenceRule::kWholePageCost,
+		ChannelStream::kSocketPair,
 		ChannelStream::kSocketPair,
 		true,
 	},
@@ -96,10 +100,17 @@ std::vector<std::string_view> host_profile_names()
 
 void apply_host_profile(const HostProfile& profile, unsigned threads, MigrationConfig& config)
 {
-	config.sender_threads = threads != 0 ? threads : profile.default_threads;
-	config.zero_detection_place = config.sender_threads == 1
-					      ? profile.single_stream_zero_detection
-					      : profile.multifd_zero_detection;
+	apply_host_profile(profile, HostChoices{.threads = threads}, config);
+}
+
+void apply_host_profile(const HostProfile& profile, const HostChoices& choices,
+			MigrationConfig& config)
+{
+	config.sender_threads = choices.threads != 0 ? choices.threads : profile.default_threads;
+	const bool multifd = choices.multifd || config.sender_threads > 1;
+	config.zero_detection_place =
+		!multifd ? profile.single_stream_zero_detection
+			 : choices.multifd_zero_detection.value_or(profile.multifd_zero_detection);
 	// The legacy stream's zero-page record carries a fill byte; a multifd packet lists
 	// zero pages by offset alone.
 	config.zero_page_extra_bytes =
@@ -107,8 +118,8 @@ void apply_host_profile(const HostProfile& profile, unsigned threads, MigrationC
 	config.hint_application = profile.hint_application;
 	config.reported_pages = profile.reported_pages;
 	config.convergence = profile.convergence;
-	config.stream =
-		config.sender_threads == 1 ? profile.single_stream : ChannelStream::kSocketPair;
+	config.stream = multifd ? profile.multifd_stream
+				: choices.single_stream.value_or(profile.single_stream);
 }
 
 std::vector<Strategy> strategies_of(const HostProfile& profile)

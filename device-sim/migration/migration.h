@@ -107,14 +107,26 @@ enum class ReportedPages : uint8_t {
 
 // What a sender channel writes into.
 enum class ChannelStream : uint8_t {
-	// A socket pair (multifd channels); the link's pacing is the only wait counted.
+	// A Unix socket pair (the `ideal` host's and qemu-7.2's multifd channels): the link's
+	// pacing is the only wait counted.
 	kSocketPair,
 	// QEMU's `exec:` stream (the calibration's and the seeds' `exec:cat > /dev/null`): a
 	// pipe of the kernel's default capacity, 64 KiB. The writer sleeps whenever it is
-	// full until the reader has copied it out, once per 64 KiB of stream: the reader's
-	// copy (its CPU time in the reads, channel.h) is on the writer's critical path.
+	// full until the reader has copied it out, once per 64 KiB of stream: that hand-off
+	// (the reader's copy and the wake-ups between them, measured, channel.h) is on the
+	// writer's critical path.
 	kPipe,
+	// QEMU's `tcp:` stream to a destination (qemu-10's multifd channels, or its one stream
+	// with --stream-to tcp): a loopback TCP connection, whose hand-off to the reader is on
+	// the writer's critical path as a pipe's is.
+	kTcp,
 };
+
+// Whether a stream's writer is charged for waiting on its reader (RoundProgress::handoff_ms).
+inline bool waits_on_reader(ChannelStream stream)
+{
+	return stream != ChannelStream::kSocketPair;
+}
 
 // When pre-copy stops.
 enum class ConvergenceRule : uint8_t {
@@ -224,7 +236,10 @@ struct RoundProgress {
 	// detection in the migration thread the whole scan if that is longer (measured thread
 	// CPU time).
 	double critical_cpu_ms = 0;
-	// Of which the readers' copy out of kPipe streams (summed over channels).
+	// Of which the hand-off to kPipe and kTcp streams' readers (summed over channels): what each
+	// writer measured waiting for its reader, at least the reader's copy out of the pipe.
+	double handoff_ms = 0;
+	// Of that, the readers' copy (their CPU time in reads).
 	double reader_copy_ms = 0;
 	double sync_ms = 0;	// bitmap sync after the round, applying hints (migration thread)
 	double round_ms = 0;	// max(network_ms, critical_cpu_ms) + sync_ms
@@ -260,6 +275,9 @@ struct MigrationResult {
 	// The receivers' CPU copying kPipe streams out (cat's work; in total_ms, not in
 	// host_cpu_ms, which is the source's).
 	double reader_copy_ms = 0;
+	// The whole hand-off to kPipe and kTcp streams' readers on the critical path (RoundProgress):
+	// the reader's copy and, on a host with an idle CPU, the wake-ups between the two ends.
+	double handoff_ms = 0;
 	double bitmap_cpu_ms = 0; // dirty log harvest and bitmap scans
 	// Hints: the device thread's free page queue work (when the machine measures it) and
 	// applying hints to the bitmap, in thread CPU time.

@@ -232,6 +232,8 @@ void PreCopy::end_round(unsigned round, RoundProgress& progress, RoundCost& cost
 	progress.critical_cpu_ms = critical_ms;
 	progress.reader_copy_ms = ns_to_ms(senders_->reader_copy_ns_in_round());
 	result_.reader_copy_ms += progress.reader_copy_ms;
+	progress.handoff_ms = ns_to_ms(senders_->handoff_ns_in_round());
+	result_.handoff_ms += progress.handoff_ms;
 
 	result_.zero_scan_cpu_ms += ns_to_ms(counters_.scan_ns.load());
 	result_.copy_cpu_ms += ns_to_ms(counters_.send_ns.load());

@@ -23,6 +23,9 @@ constexpr uint64_t kPage = GuestMemory::kWirePageBytes;
 // holds 128 pages by default; bigger claims keep the clock reads per page negligible).
 constexpr uint64_t kChunkWords = 8;
 constexpr uint64_t kChunkPages = kChunkWords * 64;
+// QEMU's QEMUFile (migration/qemu-file.c): MAX_IOV_SIZE 64 iovecs, IO_BUF_SIZE 32 KiB.
+constexpr size_t kQemuFilePagesPerWrite = 32;
+constexpr size_t kQemuFileBufferBytes = 32 << 10;
 // Larger than the last-level cache, so reading it runs at memory speed.
 constexpr uint64_t kPopulatedZeroPages = (256ull << 20) / kPage;
 
@@ -36,7 +39,8 @@ Senders::Senders(const MigrationConfig& config, PageBitmap& to_send, Destination
 			  ? kChunkPages
 			  : std::min(kPopulatedZeroPages, memory.size() / kPage)),
       per_thread_cpu_ns_(std::max(1u, config.sender_threads)),
-      copy_at_round_start_(std::max(1u, config.sender_threads))
+      copy_at_round_start_(std::max(1u, config.sender_threads)),
+      wait_at_round_start_(std::max(1u, config.sender_threads))
 {
 	void* map = mmap(nullptr, zero_pages_ * kPage, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -74,9 +78,12 @@ void Senders::begin_round(RoundCounters& counters)
 	cursor_.store(0, std::memory_order_relaxed);
 	for (auto& cpu : per_thread_cpu_ns_)
 		cpu.store(0, std::memory_order_relaxed);
-	for (size_t i = 0; i < channels_.size(); i++)
+	for (size_t i = 0; i < channels_.size(); i++) {
 		copy_at_round_start_[i].store(channels_[i]->reader_copy_ns(),
 					      std::memory_order_relaxed);
+		wait_at_round_start_[i].store(channels_[i]->writer_wait_ns(),
+					      std::memory_order_relaxed);
+	}
 }
 
 bool Senders::run_iteration(const std::function<bool()>& over)
@@ -103,8 +110,23 @@ uint64_t Senders::max_thread_cpu_ns() const
 	uint64_t most = 0;
 	for (size_t i = 0; i < per_thread_cpu_ns_.size(); i++)
 		most = std::max(most, per_thread_cpu_ns_[i].load(std::memory_order_relaxed) +
-					      reader_copy_ns_in_round(i));
+					      handoff_ns_in_round(i));
 	return most;
+}
+
+uint64_t Senders::handoff_ns_in_round(size_t channel) const
+{
+	const uint64_t now = channels_[channel]->writer_wait_ns();
+	const uint64_t start = wait_at_round_start_[channel].load(std::memory_order_relaxed);
+	return std::max(reader_copy_ns_in_round(channel), now > start ? now - start : 0);
+}
+
+uint64_t Senders::handoff_ns_in_round() const
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < channels_.size(); i++)
+		n += handoff_ns_in_round(i);
+	return n;
 }
 
 uint64_t Senders::reader_copy_ns_in_round(size_t channel) const
@@ -195,29 +217,48 @@ void Senders::send_chunk(unsigned index, uint64_t first_word, std::vector<uint64
 	const bool zero_detect = uses_zero_detection(config_.strategy);
 	const bool skip_absent = uses_reports(config_.strategy) &&
 				 config_.reported_pages == ReportedPages::kSkippedUnscanned;
-	uint64_t whole = 0, zero = 0, absent = 0;
+	// Into a stream that waits on its reader, write as QEMU's QEMUFile does: a writev once
+	// 64 iovecs are queued (MAX_IOV_SIZE: a page's header and the page take two, so every
+	// 32 pages) or its 32 KiB buffer of headers is full, so the reader drains the stream
+	// while the writer goes on checking pages, as cat does QEMU's.
+	const bool qemu_file_batches = waits_on_reader(config_.stream);
+	const size_t zero_record = kPageHeaderBytes + config_.zero_page_extra_bytes;
+	uint64_t whole = 0, zero = 0, absent = 0, bytes = 0, flush_ns = 0;
+	size_t queued_whole = 0, queued_zero = 0;
+	auto flush = [&] {
+		const uint64_t before = thread_cpu_ns();
+		bytes += channel.flush();
+		flush_ns += thread_cpu_ns() - before;
+		queued_whole = queued_zero = 0;
+	};
 	for (uint64_t page : pages) {
 		if (skip_absent && !residency_.resident(page)) {
 			absent++;
 		} else if (zero_detect && page_is_zero(source_page(page))) {
 			channel.queue_zero_page(page);
 			zero++;
+			queued_zero++;
 		} else {
 			// The page is read by the kernel's copy into the socket, racing the guest's
 			// writes as QEMU's writev does (the dirty log sends it again if so).
 			channel.queue_page(page, source_page(page));
 			whole++;
+			queued_whole++;
 		}
+		if (qemu_file_batches &&
+		    (queued_whole >= kQemuFilePagesPerWrite ||
+		     (queued_zero + queued_whole) * zero_record >= kQemuFileBufferBytes))
+			flush();
 	}
-	const uint64_t t1 = thread_cpu_ns();
-	const uint64_t bytes = channel.flush();
+	flush();
 	const uint64_t t2 = thread_cpu_ns();
+	const uint64_t send_ns = std::min(flush_ns, t2 - t0);
 	counters.pages_sent.fetch_add(whole, std::memory_order_relaxed);
 	counters.zero_pages.fetch_add(zero, std::memory_order_relaxed);
 	counters.skipped_reported.fetch_add(absent, std::memory_order_relaxed);
 	counters.bytes.fetch_add(bytes, std::memory_order_relaxed);
-	counters.scan_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
-	counters.send_ns.fetch_add(t2 - t1, std::memory_order_relaxed);
+	counters.scan_ns.fetch_add(t2 - t0 - send_ns, std::memory_order_relaxed);
+	counters.send_ns.fetch_add(send_ns, std::memory_order_relaxed);
 	per_thread_cpu_ns_[index].fetch_add(t2 - t0, std::memory_order_relaxed);
 }
 

@@ -43,9 +43,9 @@ struct RoundCounters {
 // The sender threads, one per channel: each round they take chunks of the to-send bitmap
 // until none is left (or the iteration's model time is up), and write every page they send
 // into their channel's socket. Their CPU time is measured per thread with the thread
-// clock, so other jobs on the machine do not inflate it. On a kPipe stream the reader's
-// copy out of the pipe is serial with its writer (channel.h) and counts in the writer's
-// busy time.
+// clock, so other jobs on the machine do not inflate it. On a kPipe stream the hand-off to
+// the reader (its copy out of the pipe, and the wake-ups between them: the writer's
+// measured wait) is serial with its writer (channel.h) and counts in the writer's busy time.
 class Senders
 {
 public:
@@ -73,6 +73,10 @@ public:
 	// The readers' copy out of kPipe streams in the round so far, in ns (0 on sockets).
 	uint64_t reader_copy_ns_in_round(size_t channel) const;
 	uint64_t reader_copy_ns_in_round() const;
+	// What a kPipe stream's writer spent on its reader in the round so far, in ns: the
+	// wait it measured (Channel::writer_wait_ns), at least the reader's copy (0 on sockets).
+	uint64_t handoff_ns_in_round(size_t channel) const;
+	uint64_t handoff_ns_in_round() const;
 
 	uint64_t bytes_received() const;
 	double receiver_cpu_ms() const;
@@ -93,6 +97,7 @@ private:
 	std::vector<std::atomic<uint64_t>> per_thread_cpu_ns_;
 	// Read by the model clock's callers from any thread, as per_thread_cpu_ns_ is.
 	std::vector<std::atomic<uint64_t>> copy_at_round_start_;
+	std::vector<std::atomic<uint64_t>> wait_at_round_start_;
 	std::vector<std::thread> threads_;
 	std::atomic<uint64_t> cursor_{0};
 

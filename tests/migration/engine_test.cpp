@@ -15,6 +15,7 @@
 #include "migration/workload.h"
 #include "small_machine.h"
 #include "small_workload.h"
+#include "transport/thread_cpu_time.h"
 
 namespace vbsim::migration
 {
@@ -725,7 +726,29 @@ TEST(HostProfiles, EachProfileSetsItsMechanisms)
 	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kSenderThreads);
 	EXPECT_EQ(c.zero_page_extra_bytes, 0u);
 	EXPECT_EQ(c.hint_application, HintApplication::kAtIterationBoundaries);
-	EXPECT_EQ(c.stream, ChannelStream::kSocketPair);
+	EXPECT_EQ(c.stream, ChannelStream::kTcp); // QEMU 10's multifd to a destination
+	// Multifd with one channel, and zero-page-detection=legacy: the migration thread checks,
+	// its zero-page records carry the fill byte.
+	apply_host_profile(
+		*find_host_profile("qemu-10"),
+		HostChoices{.threads = 1,
+			    .multifd = true,
+			    .multifd_zero_detection = ZeroDetectionPlace::kMigrationThread},
+		c);
+	EXPECT_EQ(c.sender_threads, 1u);
+	EXPECT_EQ(c.stream, ChannelStream::kTcp);
+	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kMigrationThread);
+	EXPECT_EQ(c.zero_page_extra_bytes, 1u);
+	apply_host_profile(*find_host_profile("qemu-10"),
+			   HostChoices{.threads = 1, .multifd = true}, c);
+	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kSenderThreads);
+	EXPECT_EQ(c.zero_page_extra_bytes, 0u);
+	// The single stream to a destination over TCP instead of into cat's pipe.
+	apply_host_profile(*find_host_profile("qemu-10"),
+			   HostChoices{.single_stream = ChannelStream::kTcp}, c);
+	EXPECT_EQ(c.sender_threads, 1u);
+	EXPECT_EQ(c.stream, ChannelStream::kTcp);
+	EXPECT_EQ(c.zero_detection_place, ZeroDetectionPlace::kMigrationThread);
 	// QEMU 10 without multifd (its default) checks in the migration thread, into the pipe.
 	apply_host_profile(*find_host_profile("qemu-10"), 0, c);
 	EXPECT_EQ(c.sender_threads, 1u);
@@ -784,31 +807,70 @@ TEST_P(ChannelOver, EveryRecordArrivesAndTheSyncWaitsForIt)
 }
 
 INSTANTIATE_TEST_SUITE_P(Streams, ChannelOver,
-			 ::testing::Values(ChannelStream::kSocketPair, ChannelStream::kPipe));
+			 ::testing::Values(ChannelStream::kSocketPair, ChannelStream::kPipe,
+					   ChannelStream::kTcp));
 
-// QEMU's exec: stream is a 64 KiB pipe: its reader's copy is measured on a pipe only.
-TEST(Channel, APipesReaderCopyIsMeasuredASocketsIsNot)
+// QEMU's exec: stream is a 64 KiB pipe, its tcp: stream a socket: the reader's copy, and the
+// writer's wait for it, are measured on those (not on the `ideal` host's socket pairs).
+// 4 MiB cannot go through a pipe's 64 KiB without the writer sleeping (the kernel's pipe
+// write holds the pipe while it fills it, then waits for room), and a sleep is time off the
+// writer's CPU within its write. (Loopback TCP's receive buffer may grow to take it all.)
+TEST(Channel, APipesAndATcpStreamsHandOffIsMeasuredASocketPairsIsNot)
 {
 	DestinationImage destination(1024 * 4096);
 	std::vector<uint8_t> page(4096, 0x5a);
-	for (ChannelStream stream : {ChannelStream::kPipe, ChannelStream::kSocketPair}) {
+	for (ChannelStream stream :
+	     {ChannelStream::kPipe, ChannelStream::kTcp, ChannelStream::kSocketPair}) {
 		Channel channel(destination, 1, stream);
 		for (uint64_t i = 0; i < 1024; i++)
 			channel.queue_page(i, page.data());
+		const uint64_t wall0 = vbsim::monotonic_ns();
 		channel.flush();
+		const uint64_t flush_ns = vbsim::monotonic_ns() - wall0;
 		channel.sync();
 		EXPECT_EQ(channel.bytes_received(), 1024 * (8 + 4096) + 8u);
-		if (stream == ChannelStream::kPipe)
+		for (uint64_t i = 0; i < 1024; i++)
+			EXPECT_FALSE(destination.differs(i, page.data())) << i;
+		if (waits_on_reader(stream)) {
 			EXPECT_GT(channel.reader_copy_ns(), 0u);
-		else
+			if (stream == ChannelStream::kPipe) {
+				EXPECT_GT(channel.writer_wait_ns(), 0u);
+			}
+			EXPECT_LE(channel.writer_wait_ns(), flush_ns);
+		} else {
 			EXPECT_EQ(channel.reader_copy_ns(), 0u);
+			EXPECT_EQ(channel.writer_wait_ns(), 0u);
+		}
 	}
 }
 
+// The pipe's applier takes the reader's chunks in batches; a sync must still find every
+// record before it applied, however little came before it, and so must the stream's end.
+TEST(Channel, APipesApplierMeetsEverySyncAndTheEndOfTheStream)
+{
+	DestinationImage destination(64 * 4096);
+	std::vector<uint8_t> page(4096, 0x33);
+	{
+		Channel channel(destination, 0, ChannelStream::kPipe);
+		for (uint64_t i = 0; i < 64; i++) {
+			channel.queue_page(i, page.data());
+			channel.flush();
+			channel.sync(); // one small record, then a sync: well under a batch
+			EXPECT_FALSE(destination.differs(i, page.data())) << i;
+		}
+		for (uint64_t i = 0; i < 64; i++)
+			channel.queue_zero_page(i);
+		channel.flush();
+	} // closing the stream: the applier drains what is queued before it stops
+	for (uint64_t i = 0; i < 64; i++)
+		EXPECT_FALSE(destination.differs(i, nullptr)) << i;
+}
+
 // The real migration thread writing into exec:cat's pipe sleeps once per 64 KiB while cat
-// copies it out (tests/guest/hint_timeline.py): on a kPipe stream the reader's copy is on
-// the round's critical path beside the sender's own CPU time.
-TEST(Pacing, OnAPipeTheReadersCopyIsOnTheCriticalPathWithTheSendersCpu)
+// copies it out (tests/guest/hint_timeline.py): on a kPipe stream the hand-off to the reader
+// (its copy, and the wake-ups the writer waited through) is on the round's critical path
+// beside the sender's own CPU time.
+TEST(Pacing, OnAPipeTheHandOffToTheReaderIsOnTheCriticalPathWithTheSendersCpu)
 {
 	SmallMachine m(kRam);
 	auto workload = make_workload(small_workload(WorkloadKind::kFreed), *m.user_memory);
@@ -821,19 +883,25 @@ TEST(Pacing, OnAPipeTheReadersCopyIsOnTheCriticalPathWithTheSendersCpu)
 	ASSERT_TRUE(r.verified) << r.error;
 	const RoundProgress& bulk = r.round_log.front();
 	ASSERT_GT(bulk.reader_copy_ms, 0.0); // 48 MiB went through the pipe
+	// The hand-off is what the writer waited, at least the reader's copy.
+	EXPECT_GE(bulk.handoff_ms, bulk.reader_copy_ms);
 	const double sender_cpu_ms = bulk.host_cpu_ms - bulk.sync_ms;
-	EXPECT_GE(bulk.critical_cpu_ms + 1e-6, sender_cpu_ms + bulk.reader_copy_ms);
+	EXPECT_GE(bulk.critical_cpu_ms + 1e-6, sender_cpu_ms + bulk.handoff_ms);
 	EXPECT_DOUBLE_EQ(bulk.round_ms, bulk.critical_cpu_ms + bulk.sync_ms);
-	double copied = 0;
-	for (const RoundProgress& round : r.round_log)
+	double copied = 0, handed = 0;
+	for (const RoundProgress& round : r.round_log) {
 		copied += round.reader_copy_ms;
+		handed += round.handoff_ms;
+	}
 	EXPECT_DOUBLE_EQ(r.reader_copy_ms, copied);
+	EXPECT_DOUBLE_EQ(r.handoff_ms, handed);
 
 	// multifd sockets: no reader's copy on the path.
 	config.stream = ChannelStream::kSocketPair;
 	MigrationResult sockets = migrate(machine, config);
 	ASSERT_TRUE(sockets.verified) << sockets.error;
 	EXPECT_EQ(sockets.reader_copy_ms, 0.0);
+	EXPECT_EQ(sockets.handoff_ms, 0.0);
 }
 
 TEST(ModelClock, StandsStillOutsideMigrationsAndFollowsModelTimeWithin)

@@ -51,7 +51,7 @@ std::vector<ComparisonRow> sample_rows()
 		row("freed", "hint", 500, 2048004000, 200, false)};
 }
 
-const ComparisonSetup kSetup{512, "qemu-7.2", "Debian 12's QEMU", 1e9, 2, 300, "populated", 1};
+const ComparisonSetup kSetup{512, "qemu-7.2", "Debian 12's QEMU", 1e9, 2, "", 300, "populated", 1};
 
 TEST(ComparisonReport, JsonHasOneResultPerRowWithTheDocumentedFieldsInOrder)
 {
@@ -70,6 +70,7 @@ TEST(ComparisonReport, JsonHasOneResultPerRowWithTheDocumentedFieldsInOrder)
 						 "guest_cpu_ms",
 						 "receiver_cpu_ms",
 						 "reader_copy_ms",
+						 "handoff_ms",
 						 "rounds",
 						 "bitmap_syncs",
 						 "converged",
@@ -176,7 +177,8 @@ TEST(ComparisonReport, CostsMeasuredHereArePerPageOfTheBaseAndWhenHintsLandedInT
 	ComparisonRow base = row("fresh", "zero-detect", 1000, 4096000, 400);
 	base.result.zero_pages = 3000;
 	base.result.zero_scan_cpu_ms = 7.2; // over 4000 pages checked: 1800 ns each
-	base.result.reader_copy_ms = 1.0;   // over 1000 pages sent: 1000 ns each
+	base.result.handoff_ms = 2.0;	    // over 1000 pages sent: 2000 ns each,
+	base.result.reader_copy_ms = 1.0;   // of which the reader's copy 1000
 	ComparisonRow hinted = row("fresh", "hint+zero-detect", 200, 819200, 100);
 	migration::RoundProgress bulk;
 	bulk.elapsed_ms = 80;
@@ -189,8 +191,10 @@ TEST(ComparisonReport, CostsMeasuredHereArePerPageOfTheBaseAndWhenHintsLandedInT
 	EXPECT_EQ(c.base, "zero-detect");
 	EXPECT_EQ(c.pages_checked, 4000u);
 	EXPECT_DOUBLE_EQ(c.zero_check_ns_per_page, 1800);
-	// host CPU 12.5 less the zero checks 7.2 and hints 1.5, over 1000 pages sent.
-	EXPECT_NEAR(c.send_ns_per_page, 3800, 1e-6);
+	// host CPU 12.5 less the zero checks 7.2 and hints 1.5, with the hand-off 2.0, over
+	// 1000 pages sent.
+	EXPECT_NEAR(c.send_ns_per_page, 5800, 1e-6);
+	EXPECT_DOUBLE_EQ(c.handoff_ns_per_page, 2000);
 	EXPECT_DOUBLE_EQ(c.reader_copy_ns_per_page, 1000);
 	EXPECT_DOUBLE_EQ(c.fixed_ms, 1.5);
 	EXPECT_TRUE(c.hinted);
@@ -202,8 +206,9 @@ TEST(ComparisonReport, CostsMeasuredHereArePerPageOfTheBaseAndWhenHintsLandedInT
 	EXPECT_NE(
 		text.find(
 			"costs measured here (zero-detect's median run): zero check 1800 ns a page "
-			"(4.0 k pages), sending and bitmap work 3800 ns a page sent (the pipe "
-			"reader's copy 1000 of it), fixed 1.5 ms; hint+zero-detect: first hints "
+			"(4.0 k pages), sending and bitmap work 5800 ns a page sent (the hand-off "
+			"to the pipe's reader 2000 of it, the reader's copy 1000), fixed 1.5 ms; "
+			"hint+zero-detect: first hints "
 			"landed at 50.0 ms, the bulk pass ended at 80.0 ms having skipped 2.5 k "
 			"hinted pages"),
 		std::string::npos)

@@ -13,7 +13,9 @@ matches the JSON and the plot is a real PNG. Bad arguments fail with a message a
 non-zero status, before anything is written; so does a described workload with an unknown key
 or a value out of range, naming the key. A described workload runs under its name on its own
 guest size, and one that dirties faster than a 1 Gbit/s link sends says it did not converge.
---max-bandwidth-gbit shows in the header and the JSON's setup. inflate still runs.
+--max-bandwidth-gbit shows in the header and the JSON's setup. qemu-10's channels (multifd with
+one channel, either zero-page-detection, its stream over TCP) run verified and are said in the
+setup. inflate still runs.
 
     vballoon_sim_cli_test.py BUILD/tools/vballoon-sim
 """
@@ -28,7 +30,7 @@ RAM_MIB = "128"
 WORKLOADS = ["fresh", "freed", "busy"]
 STRATEGIES = ["none", "zero-detect", "hint", "report", "hint+zero-detect", "report+zero-detect"]
 FIELDS = ["workload", "strategy", "run", "bytes_sent", "pages_sent", "zero_pages", "host_cpu_ms",
-          "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms", "receiver_cpu_ms", "reader_copy_ms", "rounds",
+          "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms", "receiver_cpu_ms", "reader_copy_ms", "handoff_ms", "rounds",
           "bitmap_syncs", "converged", "dirty_bytes_per_second", "pending_bytes", "threshold_bytes",
           "sent_bytes_per_second",
           "total_ms", "downtime_ms", "fixed_ms", "first_hint_ms",
@@ -331,6 +333,50 @@ def check_host_costs(binary, scratch):
           f"costs file without send_ns_per_page: {proc.returncode} {proc.stderr!r}")
 
 
+def check_channels(binary, scratch):
+    """How the channels go: qemu-10's multifd over loopback TCP with one channel and either
+    zero-page-detection (legacy: a fill byte per zero page on top of multifd's offset, the
+    same pages), its single stream over TCP, all verified and said in the setup; a host
+    without the parameter and --threads beside --multifd-channels are refused."""
+    common = ["--host", "qemu-10", "--ram-mib", "128", "--workload", "fresh", "--strategy",
+              "zero-detect", "--repeat", "1", "--link-gbit", "unlimited"]
+    runs = {}
+    for name, given, said in (
+            ("legacy", ["--multifd-channels", "1", "--zero-page-detection", "legacy"],
+             "multifd over loopback TCP, zero-page-detection legacy"),
+            ("multifd", ["--multifd-channels", "1", "--zero-page-detection", "multifd"],
+             "multifd over loopback TCP, zero-page-detection multifd"),
+            ("tcp", ["--stream-to", "tcp"], "loopback TCP"),
+            ("cat", [], "exec:cat's pipe")):
+        out = os.path.join(scratch, f"channels-{name}.json")
+        proc = run(binary, "compare", *common, *given, "--json", out)
+        check(proc.returncode == 0, f"channels {name}: exit {proc.returncode}: {proc.stderr}")
+        if proc.returncode != 0:
+            continue
+        check(f"1 sender channel(s) ({said})" in proc.stdout, f"channels {name}: header:\n{proc.stdout}")
+        with open(out, encoding="utf-8") as f:
+            data = json.load(f)
+        check(data["setup"]["channels"] == said, f"channels {name}: setup {data['setup']}")
+        result = data["results"][0]
+        check(result["verified"], f"channels {name}: not verified: {result}")
+        check(result["handoff_ms"] >= result["reader_copy_ms"] > 0,
+              f"channels {name}: hand-off {result['handoff_ms']}, copy {result['reader_copy_ms']}")
+        runs[name] = result
+    if "legacy" in runs and "multifd" in runs:
+        legacy, multifd = runs["legacy"], runs["multifd"]
+        check(legacy["zero_pages"] == multifd["zero_pages"] > 0 and
+              legacy["bytes_sent"] - multifd["bytes_sent"] == legacy["zero_pages"],
+              f"channels: legacy {legacy['bytes_sent']} B against multifd {multifd['bytes_sent']} B, "
+              f"{legacy['zero_pages']} zero pages")
+    proc = run(binary, "compare", "--host", "qemu-7.2", "--multifd-channels", "2",
+               "--zero-page-detection", "multifd", "--ram-mib", "128")
+    check(proc.returncode == 2 and "has no such parameter" in proc.stderr,
+          f"qemu-7.2 with --zero-page-detection: {proc.returncode} {proc.stderr!r}")
+    proc = run(binary, "compare", "--threads", "2", "--multifd-channels", "2", "--ram-mib", "128")
+    check(proc.returncode != 0 and "excludes" in proc.stderr,
+          f"--threads with --multifd-channels: {proc.returncode} {proc.stderr!r}")
+
+
 def check_inflate(binary):
     proc = run(binary, "inflate", "--ram-mib", RAM_MIB, "--json")
     check(proc.returncode == 0, f"inflate exited {proc.returncode}: {proc.stderr}")
@@ -358,6 +404,7 @@ def main(argv):
         check_bad_descriptions(binary, scratch)
         check_described_workload(binary, scratch)
         check_host_costs(binary, scratch)
+        check_channels(binary, scratch)
         check_inflate(binary)
         check_squeeze(binary)
         check_default_strategies(binary, scratch)

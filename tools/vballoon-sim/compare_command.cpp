@@ -56,6 +56,9 @@ struct CompareArguments {
 	// None: libvirt's default (QEMU's own is 128 MiB/s, which libvirt lifts).
 	std::string max_bandwidth_gbit = "unlimited";
 	unsigned threads = 0; // the host profile's
+	unsigned multifd_channels = 0;	 // 0: not asked (multifd with --threads >= 2)
+	std::string zero_page_detection; // empty: the host's
+	std::string stream_to;		 // empty: the host's single stream
 	double downtime_ms = 300; // QEMU's downtime-limit default
 	std::string untouched = "populated";
 	unsigned repeat = 3;
@@ -257,6 +260,22 @@ std::string host_costs_to_use(const CompareArguments& args, std::optional<HostCo
 	return "";
 }
 
+// How the channels go, for the report's first line.
+std::string channels_text(const migration::MigrationConfig& config,
+			  const migration::HostChoices& choices)
+{
+	const char* stream = config.stream == migration::ChannelStream::kPipe  ? "exec:cat's pipe"
+			     : config.stream == migration::ChannelStream::kTcp ? "loopback TCP"
+									       : "a socket pair";
+	if (!choices.multifd && config.sender_threads == 1)
+		return stream;
+	return fmt::format("multifd over {}, zero-page-detection {}", stream,
+			   config.zero_detection_place ==
+					   migration::ZeroDetectionPlace::kMigrationThread
+				   ? "legacy"
+				   : "multifd");
+}
+
 int run_compare(CompareArguments& args)
 {
 	std::vector<migration::WorkloadConfig> workloads;
@@ -293,18 +312,42 @@ int run_compare(CompareArguments& args)
 				      *migration::parse_strategy(name)) == strategies.end())
 				strategies.push_back(*migration::parse_strategy(name));
 	}
+	migration::HostChoices choices;
+	choices.threads = args.multifd_channels ? args.multifd_channels : args.threads;
+	choices.multifd = args.multifd_channels != 0;
+	if (!args.zero_page_detection.empty()) {
+		if (!host.zero_detection_optional) {
+			fmt::print(stderr,
+				   "vballoon-sim compare: --zero-page-detection: host {} has no "
+				   "such parameter (QEMU 9.0 brought it)\n",
+				   host.name);
+			return 2;
+		}
+		choices.multifd_zero_detection =
+			args.zero_page_detection == "legacy"
+				? migration::ZeroDetectionPlace::kMigrationThread
+				: migration::ZeroDetectionPlace::kSenderThreads;
+	}
+	if (!args.stream_to.empty())
+		choices.single_stream = args.stream_to == "tcp" ? migration::ChannelStream::kTcp
+								: migration::ChannelStream::kPipe;
 	migration::MigrationConfig config;
-	migration::apply_host_profile(host, args.threads, config);
+	migration::apply_host_profile(host, choices, config);
 	config.link_bytes_per_second = parse_link(args.link_gbit);
 	config.max_bandwidth_bytes_per_second = parse_link(args.max_bandwidth_gbit);
 	config.downtime_limit_ms = args.downtime_ms;
 	config.untouched_page_reads = args.untouched == "shared-zero"
 					      ? migration::UntouchedPageReads::kSharedZeroPage
 					      : migration::UntouchedPageReads::kPopulatedMemory;
-	ComparisonSetup setup{args.ram_mib,	       host.name,
-			      host.models,	       config.link_bytes_per_second,
-			      config.sender_threads,   config.downtime_limit_ms,
-			      args.untouched,	       args.repeat};
+	ComparisonSetup setup{args.ram_mib,
+			      host.name,
+			      host.models,
+			      config.link_bytes_per_second,
+			      config.sender_threads,
+			      channels_text(config, choices),
+			      config.downtime_limit_ms,
+			      args.untouched,
+			      args.repeat};
 	setup.max_bandwidth_bytes_per_second = config.max_bandwidth_bytes_per_second;
 	setup.max_rounds = config.max_rounds;
 	setup.host_costs = host_costs;
@@ -489,6 +532,24 @@ void add_compare_command(CLI::App& app, int* exit_status)
 		   "host's (qemu-7.2 and qemu-10: 1, the migration thread's own stream; ideal: 2 "
 		   "multifd channels)")
 		->check(CLI::Range(1u, 64u));
+	cmd->add_option("--multifd-channels", args->multifd_channels,
+			"QEMU's multifd capability with this many channels (1 included), each a "
+			"sender thread and its stream; instead of --threads")
+		->check(CLI::Range(1u, 64u))
+		->excludes("--threads");
+	cmd->add_option(
+		   "--zero-page-detection", args->zero_page_detection,
+		   "With multifd on a host that has the parameter (qemu-10, ideal): where pages "
+		   "are checked for zero: multifd (the channels' threads, QEMU's default) or "
+		   "legacy (the migration thread, a fill byte per zero page). Without zero "
+		   "detection (QEMU's none) is the strategies without zero-detect")
+		->check(CLI::IsMember({"legacy", "multifd"}));
+	cmd->add_option(
+		   "--stream-to", args->stream_to,
+		   "The single stream's kind (multifd off): cat (exec:cat > /dev/null, a 64 KiB "
+		   "pipe: the calibration's and the seeds') or tcp (a destination over "
+		   "loopback TCP). Default: the host's (cat)")
+		->check(CLI::IsMember({"cat", "tcp"}));
 	cmd->add_option("--downtime-ms", args->downtime_ms, "Downtime limit in ms (QEMU's default: 300)")
 		->check(CLI::Range(1.0, 600000.0))
 		->capture_default_str();

@@ -187,9 +187,10 @@ std::string costs_text(const MeasuredCosts& c)
 		line += fmt::format(" zero check {:.0f} ns a page ({} pages),",
 				    c.zero_check_ns_per_page, page_count(c.pages_checked));
 	line += fmt::format(" sending and bitmap work {:.0f} ns a page sent", c.send_ns_per_page);
-	if (c.reader_copy_ns_per_page > 0)
-		line += fmt::format(" (the pipe reader's copy {:.0f} of it)",
-				    c.reader_copy_ns_per_page);
+	if (c.handoff_ns_per_page > 0)
+		line += fmt::format(" (the hand-off to the pipe's reader {:.0f} of it, the "
+				    "reader's copy {:.0f})",
+				    c.handoff_ns_per_page, c.reader_copy_ns_per_page);
 	line += fmt::format(", fixed {:.1f} ms", c.fixed_ms);
 	if (c.hinted) {
 		if (c.first_hint_ms < 0)
@@ -218,7 +219,8 @@ MeasuredCosts measured_costs(const std::vector<ComparisonRow>& rows, const std::
 	if (c.pages_checked)
 		c.zero_check_ns_per_page = b.zero_scan_cpu_ms * 1e6 / double(c.pages_checked);
 	const double rest_ms = std::max(0.0, b.host_cpu_ms - b.zero_scan_cpu_ms - b.hint_cpu_ms);
-	c.send_ns_per_page = rest_ms * 1e6 / double(b.pages_sent);
+	c.send_ns_per_page = (rest_ms + b.handoff_ms) * 1e6 / double(b.pages_sent);
+	c.handoff_ns_per_page = b.handoff_ms * 1e6 / double(b.pages_sent);
 	c.reader_copy_ns_per_page = b.reader_copy_ms * 1e6 / double(b.pages_sent);
 	c.fixed_ms = fixed_ms(b);
 	const ComparisonRow* hinted = median_run(runs_of(rows, workload, kHinted));
@@ -235,11 +237,13 @@ MeasuredCosts measured_costs(const std::vector<ComparisonRow>& rows, const std::
 
 std::string comparison_tables(const ComparisonSetup& setup, const std::vector<ComparisonRow>& rows)
 {
-	std::string out = fmt::format(
-		"live migration of a {} MiB guest: link {}, {} sender channel(s), downtime limit {:.0f} ms, "
-		"untouched RAM {}, {} run(s) per cell\n",
-		setup.ram_mib, link_name(setup.link_bytes_per_second), setup.sender_threads,
-		setup.downtime_limit_ms, setup.untouched, setup.repeat);
+	std::string out = fmt::format("live migration of a {} MiB guest: link {}, {} sender "
+				      "channel(s){}, downtime limit {:.0f} ms, "
+				      "untouched RAM {}, {} run(s) per cell\n",
+				      setup.ram_mib, link_name(setup.link_bytes_per_second),
+				      setup.sender_threads,
+				      setup.channels.empty() ? "" : " (" + setup.channels + ")",
+				      setup.downtime_limit_ms, setup.untouched, setup.repeat);
 	if (setup.max_bandwidth_bytes_per_second != migration::kUnlimitedLink)
 		out += fmt::format(
 			"max-bandwidth {} while the guest runs, lifted for stop-and-copy (as QEMU "
@@ -392,6 +396,7 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				   {"guest_cpu_ms", r.guest_cpu_ms},
 				   {"receiver_cpu_ms", r.receiver_cpu_ms},
 				   {"reader_copy_ms", r.reader_copy_ms},
+				   {"handoff_ms", r.handoff_ms},
 				   {"rounds", r.rounds},
 				   {"bitmap_syncs", r.bitmap_syncs},
 				   {"converged", r.converged},
@@ -445,6 +450,7 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 				 {"pages_checked", c.pages_checked},
 				 {"zero_check_ns_per_page", c.zero_check_ns_per_page},
 				 {"send_ns_per_page", c.send_ns_per_page},
+				 {"handoff_ns_per_page", c.handoff_ns_per_page},
 				 {"reader_copy_ns_per_page", c.reader_copy_ns_per_page},
 				 {"fixed_ms", c.fixed_ms},
 				 {"hinted", c.hinted},
@@ -469,6 +475,7 @@ nlohmann::ordered_json comparison_json(const ComparisonSetup& setup,
 		  {"link_bytes_per_second", link},
 		  {"max_bandwidth_bytes_per_second", max_bandwidth},
 		  {"sender_threads", setup.sender_threads},
+		  {"channels", setup.channels},
 		  {"downtime_limit_ms", setup.downtime_limit_ms},
 		  {"untouched", setup.untouched},
 		  {"repeat", setup.repeat},

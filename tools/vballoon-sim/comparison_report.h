@@ -36,6 +36,9 @@ struct ComparisonSetup {
 	std::string host_models; // what it stands for
 	double link_bytes_per_second = 0; // migration::kUnlimitedLink allowed
 	unsigned sender_threads = 0;
+	// How the channels go: "exec:cat's pipe", "loopback TCP", "a socket pair", with
+	// "multifd, zero-page-detection ..." where multifd is on; empty: not said.
+	std::string channels{};
 	double downtime_limit_ms = 0;
 	std::string untouched; // "populated" or "shared-zero"
 	unsigned repeat = 1;
@@ -51,16 +54,17 @@ struct ComparisonSetup {
 
 // What drove a workload's figures on the machine that ran them: the per-page costs measured in
 // the base's median run (the zero check per page checked, the rest of the sending host's CPU
-// per page sent, of which a pipe reader's copy, the fixed costs) and, in the hinted median
+// per page sent with the hand-off to a pipe's reader, the fixed costs) and, in the hinted median
 // run, when the first hints landed against the bulk pass. A faster or slower host moves the
 // base's time with these, and the hinted run's much less: how a ratio follows its machine.
 struct MeasuredCosts {
 	std::string base;	    // the strategy the costs are from ("zero-detect", "none")
 	uint64_t pages_checked = 0; // pages the base checked for zero (sent + zero)
 	double zero_check_ns_per_page = 0; // 0: the base checks nothing (none)
-	double send_ns_per_page = 0;	   // host CPU less zero checks and hints, per page sent
-	double reader_copy_ns_per_page =
-		0;		     // of send_ns_per_page: a pipe reader's copy (0: sockets)
+	// Host CPU less zero checks and hints, and the hand-off to a pipe's reader, per page sent.
+	double send_ns_per_page = 0;
+	double handoff_ns_per_page = 0;	    // of send_ns_per_page: the pipe's hand-off (0: sockets)
+	double reader_copy_ns_per_page = 0; // of handoff_ns_per_page: the reader's copy
 	double fixed_ms = 0;	     // setup, bitmap syncs, VM stop
 	bool hinted = false;	     // the figures below are from a hinted run
 	double first_hint_ms = -1;   // -1: no hint landed
@@ -80,7 +84,7 @@ MeasuredCosts measured_costs(const std::vector<ComparisonRow>& rows, const std::
 std::string comparison_tables(const ComparisonSetup& setup, const std::vector<ComparisonRow>& rows);
 // {"setup": {...}, "results": [{"workload", "strategy", "run", "bytes_sent", "pages_sent",
 // "zero_pages", "host_cpu_ms", "zero_scan_cpu_ms", "hint_cpu_ms", "guest_cpu_ms",
-// "receiver_cpu_ms", "reader_copy_ms", "rounds", "bitmap_syncs", "converged",
+// "receiver_cpu_ms", "reader_copy_ms", "handoff_ms", "rounds", "bitmap_syncs", "converged",
 // "dirty_bytes_per_second", "pending_bytes", "threshold_bytes", "sent_bytes_per_second", "total_ms",
 // "downtime_ms", "fixed_ms", "first_hint_ms", "verified"}, ...], "summary": [{"workload", "runs", "time_ratio",
 // "host_cpu_ratio", "bytes_ratio", "crossover": [{"link_gbit", "time_ratio"}]}]} (over the

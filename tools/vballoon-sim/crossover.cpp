@@ -26,11 +26,13 @@ double total_ms_with_costs(const migration::MigrationResult& run, const HostCost
 			   double link_bytes_per_second, double max_bandwidth_bytes_per_second)
 {
 	// The run's own costs, as compare's costs line measures them: zero checks per page
-	// checked (only where the run checked), the rest of the host's CPU per page sent.
+	// checked (only where the run checked), the rest of the host's CPU per page sent with
+	// the hand-off to a pipe's reader.
 	const uint64_t checked = run.zero_scan_cpu_ms > 0 ? run.pages_sent + run.zero_pages : 0;
 	const double own_zero_ns = checked ? run.zero_scan_cpu_ms * 1e6 / double(checked) : 0;
 	const double rest_ms =
-		std::max(0.0, run.host_cpu_ms - run.zero_scan_cpu_ms - run.hint_cpu_ms);
+		std::max(0.0, run.host_cpu_ms - run.zero_scan_cpu_ms - run.hint_cpu_ms) +
+		run.handoff_ms;
 	const double own_send_ns = run.pages_sent ? rest_ms * 1e6 / double(run.pages_sent) : 0;
 	migration::MigrationConfig pacing;
 	pacing.link_bytes_per_second = link_bytes_per_second;
