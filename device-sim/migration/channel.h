@@ -3,9 +3,11 @@
 // One migration channel, as a QEMU multifd channel (or the single migration stream): a
 // connected socket pair, a loopback TCP connection (QEMU's `tcp:` to a destination), or for
 // QEMU's `exec:` stream a pipe of the kernel's default capacity (64 KiB). A sender thread
-// writes records into one end with writev, straight from guest RAM as QEMU does; on the
-// destination's side a reader thread drains the other end and an applier thread puts what
-// it read into the destination image. Every byte counted as sent went through the stream.
+// writes records into one end with writev, straight from guest RAM as QEMU does. On a pipe
+// or socket pair a reader thread drains the other end (cat's loop) and an applier thread
+// puts what it read into the destination image; on TCP one receiving thread reads each page
+// into the destination's RAM at its address, as a destination QEMU does
+// (DestinationImage::ram()). Every byte counted as sent went through the stream.
 //
 // On a pipe (and on TCP, whose socket buffer fills the same way) the writer sleeps whenever it is full, until the reader has copied it out:
 // QEMU's migration thread writing into `exec:cat > /dev/null` sleeps once per 64 KiB of
@@ -87,7 +89,8 @@ private:
 
 	void write_all(struct iovec* iov, size_t count);
 	void receive();
-	void read_stream(); // the stream's reader (cat, or the destination's receiving thread)
+	void read_stream();	 // the stream's reader (cat) for the applier, receive()
+	void receive_into_ram(); // a destination QEMU's receiving thread (kTcp)
 	// The applier's side of the reader's queue: the next chunk (false at end of stream);
 	// `done` goes back to the reader for reuse.
 	bool next_chunk(Chunk& chunk);

@@ -32,6 +32,34 @@ DestinationImage::DestinationImage(uint64_t bytes) : pages_(bytes / kPage)
 DestinationImage::~DestinationImage()
 {
 	munmap(digests_, pages_ * sizeof(uint64_t));
+	if (ram_ != nullptr) {
+		munmap(ram_, pages_ * kPage);
+		munmap(ram_written_, pages_);
+	}
+}
+
+uint8_t* DestinationImage::ram()
+{
+	std::call_once(ram_mapped_, [this] {
+		void* ram = mmap(nullptr, pages_ * kPage, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		void* written = mmap(nullptr, pages_, PROT_READ | PROT_WRITE,
+				     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (ram == MAP_FAILED || written == MAP_FAILED) {
+			const int error = errno;
+			if (ram != MAP_FAILED)
+				munmap(ram, pages_ * kPage);
+			if (written != MAP_FAILED)
+				munmap(written, pages_);
+			throw std::system_error(error, std::generic_category(),
+						"mapping the destination's RAM");
+		}
+		// As QEMU maps guest RAM (ram_block_add): a first touch then faults in a huge page.
+		madvise(ram, pages_ * kPage, MADV_HUGEPAGE);
+		ram_ = static_cast<uint8_t*>(ram);
+		ram_written_ = static_cast<uint8_t*>(written);
+	});
+	return ram_;
 }
 
 void DestinationImage::receive_page(uint64_t page, const uint8_t* data)

@@ -207,7 +207,7 @@ TEST(ComparisonReport, CostsMeasuredHereArePerPageOfTheBaseAndWhenHintsLandedInT
 		text.find(
 			"costs measured here (zero-detect's median run): zero check 1800 ns a page "
 			"(4.0 k pages), sending and bitmap work 5800 ns a page sent (the hand-off "
-			"to the pipe's reader 2000 of it, the reader's copy 1000), fixed 1.5 ms; "
+			"to the stream's reader 2000 of it, the reader's copy 1000), fixed 1.5 ms; "
 			"hint+zero-detect: first hints "
 			"landed at 50.0 ms, the bulk pass ended at 80.0 ms having skipped 2.5 k "
 			"hinted pages"),

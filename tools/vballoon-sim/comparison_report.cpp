@@ -188,7 +188,7 @@ std::string costs_text(const MeasuredCosts& c)
 				    c.zero_check_ns_per_page, page_count(c.pages_checked));
 	line += fmt::format(" sending and bitmap work {:.0f} ns a page sent", c.send_ns_per_page);
 	if (c.handoff_ns_per_page > 0)
-		line += fmt::format(" (the hand-off to the pipe's reader {:.0f} of it, the "
+		line += fmt::format(" (the hand-off to the stream's reader {:.0f} of it, the "
 				    "reader's copy {:.0f})",
 				    c.handoff_ns_per_page, c.reader_copy_ns_per_page);
 	line += fmt::format(", fixed {:.1f} ms", c.fixed_ms);
