@@ -63,18 +63,21 @@ def compare_command(sim: str, link: str, out_json: str, host: str = "qemu-7.2",
             *LINKS[link], "--repeat", str(REPEAT), "--json", out_json]
 
 
+def run_compare(command) -> dict:
+    """compare's JSON from one run of `command(json_path)`, the compare command line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.json")
+        cmd = command(path)
+        print("running: " + " ".join(cmd), file=sys.stderr)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(path) as f:
+            return json.load(f)
+
+
 def run_model(sim: str, host: str, untouched: str = "populated") -> dict:
     """{link: [result rows]} from compare's JSON, one compare run per link."""
-    out = {}
-    for link in LINKS:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "model.json")
-            cmd = compare_command(sim, link, path, host, untouched)
-            print("running: " + " ".join(cmd), file=sys.stderr)
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-            with open(path) as f:
-                out[link] = json.load(f)
-    return out
+    return {link: run_compare(lambda path, link=link: compare_command(sim, link, path, host, untouched))
+            for link in LINKS}
 
 
 def model_rows(doc: dict) -> list[dict]:
@@ -102,12 +105,12 @@ def cell(values, fmt="{:.0f}") -> str:
     return f"{fmt.format(med)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
-def ratio(values, base) -> str:
+def ratio(values, base, digits: int = 2) -> str:
     values = [v for v in values if v is not None]
     base = [v for v in base if v is not None]
     if not values or not base or statistics.median(base) == 0:
         return "-"
-    return f"{statistics.median(values) / statistics.median(base):.2f}x"
+    return f"{statistics.median(values) / statistics.median(base):.{digits}f}x"
 
 
 def table(real: dict, model: dict | None) -> str:

@@ -23,10 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
+
+from calibration_table import cell, ratio, run_compare
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -58,33 +57,9 @@ def model_command(sim: str, channels: int, mode: str, repeat: int, out_json: str
 
 def run_model(sim: str, repeat: int) -> dict:
     """{"<channels>-<mode>": [compare result rows]}."""
-    out = {}
-    for channels in CHANNELS:
-        for mode in MODES:
-            with tempfile.TemporaryDirectory() as tmp:
-                path = os.path.join(tmp, "model.json")
-                cmd = model_command(sim, channels, mode, repeat, path)
-                print("running: " + " ".join(cmd), file=sys.stderr)
-                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-                with open(path) as f:
-                    out[f"{channels}-{mode}"] = json.load(f)["results"]
-    return out
-
-
-def cell(values, fmt="{:.0f}") -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    med = statistics.median(values)
-    if min(values) == max(values):
-        return fmt.format(med)
-    return f"{fmt.format(med)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-
-
-def ratio(values, base) -> str:
-    if not values or not base or statistics.median(base) == 0:
-        return "-"
-    return f"{statistics.median(values) / statistics.median(base):.3f}x"
+    return {f"{channels}-{mode}":
+            run_compare(lambda path, c=channels, m=mode: model_command(sim, c, m, repeat, path))["results"]
+            for channels in CHANNELS for mode in MODES}
 
 
 def real_runs(real: dict, channels: int, mode: str) -> list[dict]:
@@ -107,8 +82,8 @@ def table(real: dict, model: dict | None) -> str:
             def both(real_key, model_key, scale=1.0, fmt="{:.0f}"):
                 return (f"{cell([r[real_key] / scale for r in rr], fmt)} / "
                         f"{cell([m[model_key] / scale for m in mr], fmt)}")
-            time_x = (f"{ratio([r['total_time_ms'] for r in rr], [r['total_time_ms'] for r in rn])} / "
-                      f"{ratio([m['total_ms'] for m in mr], [m['total_ms'] for m in mn])}")
+            time_x = (f"{ratio([r['total_time_ms'] for r in rr], [r['total_time_ms'] for r in rn], 3)} / "
+                      f"{ratio([m['total_ms'] for m in mr], [m['total_ms'] for m in mn], 3)}")
             lines.append(f"| {channels or 'off'} | {mode} | "
                          f"{both('transferred', 'bytes_sent', MIB, '{:.1f}')} | "
                          f"{both('zero_pages', 'zero_pages')} | "

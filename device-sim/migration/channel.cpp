@@ -317,7 +317,9 @@ void Channel::sync()
 	syncs_requested_.fetch_add(1, std::memory_order_release);
 	write_all(&iov, 1);
 	lock.lock();
-	synced_.wait(lock, [&] { return syncs_applied_ >= target || failed_.load(); });
+	synced_.wait(lock, [&] {
+		return syncs_applied_.load(std::memory_order_relaxed) >= target || failed_.load();
+	});
 	if (failed_.load())
 		throw std::runtime_error("migration channel: the receiver stopped on a bad record");
 }
@@ -389,6 +391,21 @@ bool Channel::next_chunk(Chunk& chunk)
 	if (had_no_room)
 		chunks_room_.notify_one();
 	return true;
+}
+
+void Channel::acknowledge_sync()
+{
+	receiver_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
+	std::lock_guard lock(mutex_);
+	syncs_applied_.fetch_add(1, std::memory_order_release);
+	synced_.notify_all();
+}
+
+void Channel::report_bad_record()
+{
+	failed_.store(true);
+	std::lock_guard lock(mutex_);
+	synced_.notify_all();
 }
 
 void Channel::receive_into_ram()
@@ -468,21 +485,13 @@ void Channel::receive_into_ram()
 			}
 		} else if (flags == kFlagSync) {
 			digest_arrivals();
-			receiver_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
-			std::lock_guard lock(mutex_);
-			syncs_applied_++;
-			syncs_applied_count_.fetch_add(1, std::memory_order_release);
-			synced_.notify_all();
+			acknowledge_sync();
 		} else {
 			bad = true;
 		}
 		if (bad) {
 			// Say so, and keep draining so the sender never blocks on a full socket.
-			failed_.store(true);
-			{
-				std::lock_guard lock(mutex_);
-				synced_.notify_all();
-			}
+			report_bad_record();
 			while (read_exact(scratch, 1)) {
 			}
 			break;
@@ -499,11 +508,7 @@ void Channel::receive()
 	uint8_t fill[8];
 	// A bad record: say so, and keep draining so the sender never blocks on a full socket.
 	auto fail = [&] {
-		failed_.store(true);
-		{
-			std::lock_guard lock(mutex_);
-			synced_.notify_all();
-		}
+		report_bad_record();
 		while (reader.read_exact(page.get(), 1)) {
 		}
 	};
@@ -524,11 +529,7 @@ void Channel::receive()
 				return fail();
 			destination_.receive_zero_page(page_index);
 		} else if (flags == kFlagSync) {
-			receiver_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
-			std::lock_guard lock(mutex_);
-			syncs_applied_++;
-			syncs_applied_count_.fetch_add(1, std::memory_order_release);
-			synced_.notify_all();
+			acknowledge_sync();
 		} else {
 			return fail();
 		}

@@ -91,13 +91,16 @@ private:
 	void receive();
 	void read_stream();	 // the stream's reader (cat) for the applier, receive()
 	void receive_into_ram(); // a destination QEMU's receiving thread (kTcp)
+	// The receiving side's answers to the sender: a sync record applied, a bad record.
+	void acknowledge_sync();
+	void report_bad_record();
 	// The applier's side of the reader's queue: the next chunk (false at end of stream);
 	// `done` goes back to the reader for reuse.
 	bool next_chunk(Chunk& chunk);
 	bool sync_pending() const
 	{
 		return syncs_requested_.load(std::memory_order_acquire) !=
-		       syncs_applied_count_.load(std::memory_order_acquire);
+		       syncs_applied_.load(std::memory_order_acquire);
 	}
 
 	DestinationImage& destination_;
@@ -130,14 +133,14 @@ private:
 	size_t queued_bytes_ = 0;
 	bool stream_ended_ = false;
 	std::atomic<uint64_t> syncs_requested_{0};
-	std::atomic<uint64_t> syncs_applied_count_{0};
 	std::atomic<uint64_t> bytes_received_{0};
 	std::atomic<uint64_t> receiver_cpu_ns_{0};
 	std::atomic<bool> failed_{false};
 	std::mutex mutex_;
 	std::condition_variable synced_;
 	uint64_t syncs_sent_ = 0;
-	uint64_t syncs_applied_ = 0;
+	// Changed under mutex_ (the sender waits on synced_), read without it by the reader.
+	std::atomic<uint64_t> syncs_applied_{0};
 };
 
 } // namespace vbsim::migration
